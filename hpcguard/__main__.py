@@ -1,0 +1,3 @@
+from hpcguard.streams.cli import main
+
+main()

@@ -1,0 +1,177 @@
+"""One settings object for every hpcguard command and worker.
+
+Precedence (lowest → highest): built-in defaults, a TOML file (``--config`` or
+``HPCGUARD_CONFIG``), ``HPCGUARD_<SECTION>__<KEY>`` environment variables, then
+command-line options.  ``hpcguard config show`` prints the effective result with
+secrets masked.
+
+Example
+-------
+>>> s = Settings()
+>>> s.topics.name("actions")
+'hpcguard.actions'
+>>> Settings.load(env={"HPCGUARD_TOPICS__PREFIX": "site1"}).topics.name("dlq")
+'site1.dlq'
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+SECRET_KEYS = {"sasl_password", "token", "password", "ssl_password"}
+
+
+@dataclass
+class KafkaSettings:
+    """Kafka connection; the same options reach kafka-python, aiokafka and Faust."""
+
+    bootstrap: str = "127.0.0.1:9092"
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    sasl_mechanism: str = ""  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    sasl_username: str = ""
+    sasl_password: str = ""
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_password: str = ""
+
+
+@dataclass
+class TopicSettings:
+    """Topic names: ``<prefix>.<suffix>``; LDMS topics keep LDMS's own ``ldms.<schema>``."""
+
+    prefix: str = "hpcguard"
+    partitions: int = 1
+    replication: int = 1
+    ldms_format: str = "ldms.{schema}"
+    ldms_schemas: tuple[str, ...] = ("lustre_client", "meminfo", "procstat", "loadavg", "procnetdev", "diskusage")
+
+    def name(self, suffix: str) -> str:
+        return f"{self.prefix}.{suffix}" if self.prefix else suffix
+
+    def ldms(self, schema: str) -> str:
+        return self.ldms_format.format(schema=schema)
+
+
+@dataclass
+class WorkerSettings:
+    """Streaming worker behaviour."""
+
+    app_id: str = "hpcguard"
+    data_dir: str = "/tmp/hpcguard-worker"
+    web_port: int = 0  # 0 = Faust web server off
+    metrics_port: int = 0  # 0 = Prometheus endpoint off
+    grid_s: float = 15.0  # node sample grid (seed 000: 15 s)
+    window_minutes: float = 4.0  # feature window (seed 000: 4 min)
+    io_window_s: float = 60.0  # CanarIO observation window (seed 004: 1 min)
+    lateness_s: float = 30.0  # how long a grid step stays open for late samples
+    system: str = "cluster"  # name of the system for system-wide topics
+    model_dir: str = ""  # failure-ensemble model directory; empty → baseline detector
+
+
+@dataclass
+class AdapterSettings:
+    """Scheduler adapter and its safety governor."""
+
+    kind: str = "dry-run"  # dry-run | slurm | command | simulator
+    audit_log: str = "hpcguard-actions.jsonl"
+    ledger: str = "hpcguard-ledger.sqlite"
+
+
+@dataclass
+class InfluxSettings:
+    """InfluxDB sink (2.x via influxdb-client, or 1.x HTTP /write)."""
+
+    url: str = ""  # empty → sink off
+    version: int = 2
+    org: str = ""
+    bucket: str = "hpcguard"
+    token: str = ""
+    database: str = "hpcguard"
+    retention_policy: str = ""
+    username: str = ""
+    password: str = ""
+
+
+@dataclass
+class Settings:
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    topics: TopicSettings = field(default_factory=TopicSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    adapter: AdapterSettings = field(default_factory=AdapterSettings)
+    influx: InfluxSettings = field(default_factory=InfluxSettings)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, env: Mapping[str, str] | None = None) -> "Settings":
+        """Defaults ← TOML file ← ``HPCGUARD_SECTION__KEY`` environment variables."""
+        env = os.environ if env is None else env
+        settings = cls()
+        path = path or env.get("HPCGUARD_CONFIG")
+        if path:
+            p = Path(path)
+            if not p.is_file():
+                raise FileNotFoundError(f"configuration file not found: {p}")
+            with p.open("rb") as fh:
+                data = tomllib.load(fh)
+            for section, values in data.items():
+                settings._set_section(section, values, origin=str(p))
+        for key, value in env.items():
+            if not key.startswith("HPCGUARD_") or "__" not in key:
+                continue
+            section, _, name = key[len("HPCGUARD_"):].lower().partition("__")
+            settings._set_section(section, {name: value}, origin=key)
+        return settings
+
+    def _set_section(self, section: str, values: Mapping[str, Any], origin: str) -> None:
+        if section not in {f.name for f in fields(self)}:
+            raise ValueError(f"{origin}: unknown configuration section [{section}]")
+        target = getattr(self, section)
+        known = {f.name: f for f in fields(target)}
+        for name, value in values.items():
+            if name not in known:
+                raise ValueError(f"{origin}: unknown key {section}.{name} (known: {', '.join(sorted(known))})")
+            current = getattr(target, name)
+            setattr(target, name, _coerce(value, current, f"{section}.{name}", origin))
+
+    def with_overrides(self, **sections: Mapping[str, Any]) -> "Settings":
+        """A copy with ``section={key: value}`` overrides; ``None`` values are ignored."""
+        new = dataclasses.replace(self, **{f.name: dataclasses.replace(getattr(self, f.name)) for f in fields(self)})
+        for section, values in sections.items():
+            new._set_section(section, {k: v for k, v in values.items() if v is not None}, origin="command line")
+        return new
+
+    def as_dict(self, mask_secrets: bool = True) -> dict[str, dict[str, Any]]:
+        out = dataclasses.asdict(self)
+        if mask_secrets:
+            for section in out.values():
+                for k, v in section.items():
+                    if k in SECRET_KEYS and v:
+                        section[k] = "***"
+        return out
+
+
+def _coerce(value: Any, current: Any, key: str, origin: str) -> Any:
+    if not isinstance(value, str):
+        if isinstance(current, tuple) and isinstance(value, list):
+            return tuple(value)
+        return value
+    try:
+        if isinstance(current, bool):
+            if value.lower() in {"1", "true", "yes", "on"}:
+                return True
+            if value.lower() in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(value)
+        if isinstance(current, int):
+            return int(value)
+        if isinstance(current, float):
+            return float(value)
+        if isinstance(current, tuple):
+            return tuple(x.strip() for x in value.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{origin}: {key} expects {type(current).__name__}, got {value!r}") from None
+    return value

@@ -1,0 +1,2 @@
+"""CLI commands: operations: config show (issue 7)."""
+from __future__ import annotations

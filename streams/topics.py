@@ -1,0 +1,63 @@
+"""The canonical topic set (names come from ``Settings.topics``).
+
+| suffix | key | record |
+|---|---|---|
+| samples.ipmi | node | NodeSample |
+| samples.io | node | NodeSample |
+| jobs | job | JobEvent |
+| probes | probe | ProbeResult |
+| predictions.node | node | NodePrediction |
+| io.degradation | system | IoDegradation |
+| actions | job or node | Action |
+| actions.ack | action_id | ActionAck |
+| dlq | source | DeadLetter |
+| raw.ipmi | node | RawLine (FreeIPMI / ipmitool / Telegraf text) |
+| raw.slurm | job | RawLine (sacct --parsable2 rows) |
+| raw.probes | probe | RawLine (probe log rows) |
+LDMS rows arrive on LDMS's own topics, ``ldms.<schema>`` by default.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hpcguard.settings import TopicSettings
+
+CANONICAL = {
+    "samples_ipmi": "samples.ipmi",
+    "samples_io": "samples.io",
+    "jobs": "jobs",
+    "probes": "probes",
+    "predictions": "predictions.node",
+    "io_degradation": "io.degradation",
+    "actions": "actions",
+    "acks": "actions.ack",
+    "dlq": "dlq",
+    "raw_ipmi": "raw.ipmi",
+    "raw_slurm": "raw.slurm",
+    "raw_probes": "raw.probes",
+}
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    samples_ipmi: str
+    samples_io: str
+    jobs: str
+    probes: str
+    predictions: str
+    io_degradation: str
+    actions: str
+    acks: str
+    dlq: str
+    raw_ipmi: str
+    raw_slurm: str
+    raw_probes: str
+    ldms: tuple[str, ...]
+
+    @classmethod
+    def from_settings(cls, topics: TopicSettings) -> "TopicNames":
+        names = {attr: topics.name(suffix) for attr, suffix in CANONICAL.items()}
+        return cls(**names, ldms=tuple(topics.ldms(s) for s in topics.ldms_schemas))
+
+    def all(self) -> list[str]:
+        return [getattr(self, a) for a in CANONICAL] + list(self.ldms)
