@@ -85,6 +85,8 @@ from hpcguard.streams import (  # noqa: E402,F401
     cli_ops,
     cli_pipeline,
     cli_policies,
+    cli_replay,
+    cli_simulate,
 )
 
 

@@ -1,0 +1,2 @@
+"""CLI: hpcguard simulate telemetry."""
+from __future__ import annotations

@@ -1,0 +1,35 @@
+"""Prometheus metrics of a worker (served on ``--metrics-port``).
+
+One registry per process; agents update these objects, the sink and adapters too.
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+REGISTRY = CollectorRegistry()
+
+RECORDS_IN = Counter("hpcguard_records_in_total", "Records consumed, per topic", ["topic"], registry=REGISTRY)
+RECORDS_OUT = Counter("hpcguard_records_out_total", "Records published, per topic", ["topic"], registry=REGISTRY)
+DEAD_LETTERS = Counter("hpcguard_dead_letters_total", "Rejected inputs, per source and error kind",
+                       ["source", "error_kind"], registry=REGISTRY)
+CONSUMER_LAG = Gauge("hpcguard_consumer_lag", "Consumer lag in records, per topic and partition",
+                     ["topic", "partition"], registry=REGISTRY)
+PREDICTIONS = Counter("hpcguard_predictions_total", "Node predictions, per model and outcome (warn|ok)",
+                      ["model", "outcome"], registry=REGISTRY)
+ACTIONS = Counter("hpcguard_actions_total", "Actions emitted, per kind and source", ["kind", "source"],
+                  registry=REGISTRY)
+ACKS = Counter("hpcguard_action_acks_total", "Action acks, per kind and status", ["kind", "status"],
+               registry=REGISTRY)
+INFERENCE_SECONDS = Histogram("hpcguard_inference_seconds", "Model inference time per batch", ["model"],
+                              registry=REGISTRY,
+                              buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
+WINDOW_STATE = Gauge("hpcguard_window_state_size", "Per-key window state held, per table", ["table"],
+                     registry=REGISTRY)
+SINK_POINTS = Counter("hpcguard_sink_points_total", "Points handled by the InfluxDB sink, per outcome "
+                      "(written|retried|dropped_overflow)", ["outcome"], registry=REGISTRY)
+
+
+def start_metrics_server(port: int, addr: str = "127.0.0.1") -> None:
+    """Serve ``/metrics`` for this process's registry (port 0 → off)."""
+    if port:
+        start_http_server(port, addr=addr, registry=REGISTRY)
