@@ -36,6 +36,7 @@ class NodeSample(_Versioned):
     source: str
     values: Dict[str, float]
     job_id: Optional[str] = None
+    ingest_time: Optional[float] = None  # wall time the raw input reached Kafka
     v: int = SCHEMA_VERSION
 
 
@@ -84,6 +85,7 @@ class NodePrediction(_Versioned):
     network_probabilities: List[float] = []
     vote: str = ""
     sample_time: Optional[float] = None  # newest input sample the verdict used
+    ingest_time: Optional[float] = None  # wall time that sample reached Kafka
     detail: Dict[str, object] = {}
     v: int = SCHEMA_VERSION
 
@@ -120,7 +122,7 @@ class Action(_Versioned):
     job_id: Optional[str] = None
     nodes: List[str] = []
     deadline: Optional[float] = None
-    trigger_time: Optional[float] = None  # sample time that led to it (latency)
+    trigger_time: Optional[float] = None  # wall time the triggering sample reached Kafka
     v: int = SCHEMA_VERSION
 
 

@@ -3,7 +3,8 @@
 | suffix | key | record |
 |---|---|---|
 | samples.ipmi | node | NodeSample |
-| samples.io | node | NodeSample |
+| samples.io | node | NodeSample (LDMS 1 s IO: io_read_bytes, io_write_bytes) |
+| samples.os | node | NodeSample (LDMS operating-system samplers) |
 | jobs | job | JobEvent |
 | probes | probe | ProbeResult |
 | predictions.node | node | NodePrediction |
@@ -14,6 +15,7 @@
 | raw.ipmi | node | RawLine (FreeIPMI / ipmitool / Telegraf text) |
 | raw.slurm | job | RawLine (sacct --parsable2 rows) |
 | raw.probes | probe | RawLine (probe log rows) |
+| internal.node-jobs | node | job events re-keyed by node (worker-internal) |
 LDMS rows arrive on LDMS's own topics, ``ldms.<schema>`` by default.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hpcguard.settings import TopicSettings
 CANONICAL = {
     "samples_ipmi": "samples.ipmi",
     "samples_io": "samples.io",
+    "samples_os": "samples.os",
     "jobs": "jobs",
     "probes": "probes",
     "predictions": "predictions.node",
@@ -35,6 +38,7 @@ CANONICAL = {
     "raw_ipmi": "raw.ipmi",
     "raw_slurm": "raw.slurm",
     "raw_probes": "raw.probes",
+    "node_jobs": "internal.node-jobs",
 }
 
 
@@ -42,6 +46,7 @@ CANONICAL = {
 class TopicNames:
     samples_ipmi: str
     samples_io: str
+    samples_os: str
     jobs: str
     probes: str
     predictions: str
@@ -52,6 +57,7 @@ class TopicNames:
     raw_ipmi: str
     raw_slurm: str
     raw_probes: str
+    node_jobs: str
     ldms: tuple[str, ...]
 
     @classmethod

@@ -1,0 +1,51 @@
+"""Score node warnings against ground-truth failures.
+
+A failure counts as *warned* when its node had a warning whose sample time lies in
+``[failure − horizon, failure)``; its lead time is the failure time minus the first
+such warning.  Warning episodes (consecutive warnings of a node less than ``gap_s``
+apart) that precede no failure within ``horizon`` are *false alarms*.
+
+Example
+-------
+>>> import numpy as np
+>>> r = score_warnings(np.array(["n1", "n1", "n2"]), np.array([100., 115., 500.]),
+...                    np.array(["n1"]), np.array([400.]), horizon_s=900)
+>>> (r["warned"], r["missed"], r["false_alarms"], r["lead_minutes"])
+(1, 0, 1, [5.0])
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def warning_episodes(nodes: np.ndarray, times: np.ndarray, gap_s: float = 600.0) -> list[tuple[str, float, float]]:
+    """(node, first, last) of each run of warnings no more than ``gap_s`` apart."""
+    order = np.lexsort((times, nodes))
+    nodes, times = np.asarray(nodes)[order], np.asarray(times, float)[order]
+    if len(nodes) == 0:
+        return []
+    new = np.ones(len(nodes), bool)
+    new[1:] = (nodes[1:] != nodes[:-1]) | (np.diff(times) > gap_s)
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(nodes)) - 1
+    return [(str(nodes[s]), float(times[s]), float(times[e])) for s, e in zip(starts, ends)]
+
+
+def score_warnings(warn_nodes: np.ndarray, warn_times: np.ndarray, failure_nodes: np.ndarray,
+                   failure_times: np.ndarray, horizon_s: float = 900.0, gap_s: float = 600.0) -> dict:
+    warn_nodes = np.asarray(warn_nodes).astype(str)
+    warn_times = np.asarray(warn_times, float)
+    failure_nodes = np.asarray(failure_nodes).astype(str)
+    failure_times = np.asarray(failure_times, float)
+    leads: list[float] = []
+    for node, t in zip(failure_nodes, failure_times):
+        hit = warn_times[(warn_nodes == node) & (warn_times >= t - horizon_s) & (warn_times < t)]
+        if hit.size:
+            leads.append(round(float(t - hit.min()) / 60.0, 2))
+    false_alarms = 0
+    for node, first, last in warning_episodes(warn_nodes, warn_times, gap_s):
+        followed = (failure_nodes == node) & (failure_times > first) & (failure_times <= last + horizon_s)
+        if not followed.any():
+            false_alarms += 1
+    return {"injected": int(len(failure_times)), "warned": len(leads), "missed": int(len(failure_times) - len(leads)),
+            "false_alarms": false_alarms, "lead_minutes": leads}

@@ -1,0 +1,358 @@
+"""The hpcguard Faust application.
+
+Agents are thin: parse → call ``models/`` → publish.
+
+```
+ldms.<schema> ─┐ normalize ─> samples.io (1 s IO) ─> io windows ─> io.degradation
+raw.ipmi ──────┤           ─> samples.ipmi ┐
+               │           ─> samples.os ──┴> node windows ─> predictions.node ─> decide ─> actions ─> adapter ─> actions.ack
+raw.slurm ─────┘           ─> jobs ─> internal.node-jobs (node → job table) ──────┘
+every rejected input ─> dlq
+```
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import faust
+import numpy as np
+
+from hpcguard.connectors.kafka import faust_broker_config
+from hpcguard.models.actions import action_id
+from hpcguard.models.features import io_window_features
+from hpcguard.models.grid import NodeGrid
+from hpcguard.settings import Settings
+from hpcguard.streams import metrics
+from hpcguard.streams.records import (Action, ActionAck, DeadLetter, IoDegradation, JobEvent, NodePrediction,
+                                      NodeSample)
+from hpcguard.streams.topics import TopicNames
+
+log = logging.getLogger("hpcguard.worker")
+
+
+@dataclass
+class Pipeline:
+    """Everything the agents share: settings, topics, predictor, adapter, local caches."""
+
+    settings: Settings
+    topics: TopicNames
+    predictor: Any = None  # streams.predictors.*Predictor; None → no node predictions
+    adapter: Any = None  # connectors.governor.Governor or an adapter; None → no adapter agent
+    policy: Callable[..., list[dict]] | None = None
+    io_detector: Any = None
+    roles: frozenset[str] = frozenset({"normalize", "windows", "io", "jobs", "decide", "adapter"})
+    grids: dict[str, NodeGrid] = field(default_factory=dict)
+    pending: list[tuple[str, float, np.ndarray, float | None]] = field(default_factory=list)
+    nodes_seen: set[str] = field(default_factory=set)
+
+
+def create_app(pipeline: Pipeline) -> faust.App:
+    s, t = pipeline.settings, pipeline.topics
+    w = s.worker
+    app = faust.App(
+        w.app_id,
+        **faust_broker_config(s.kafka),
+        store="memory://",
+        datadir=w.data_dir,
+        web_enabled=bool(w.web_port),
+        web_port=w.web_port or 6066,
+        topic_partitions=s.topics.partitions,
+        topic_replication_factor=s.topics.replication,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=10,
+        broker_heartbeat_interval=1,
+        broker_rebalance_timeout=10,
+        stream_wait_empty=False,
+        producer_linger=0.005,
+        table_cleanup_interval=60,
+    )
+
+    def topic(name: str, value_type: Any = None, internal: bool = False) -> faust.TopicT:
+        if value_type is None:
+            return app.topic(name, value_serializer="raw", internal=internal)
+        return app.topic(name, value_type=value_type, internal=internal)
+
+    samples_ipmi = topic(t.samples_ipmi, NodeSample)
+    samples_os = topic(t.samples_os, NodeSample)
+    samples_io = topic(t.samples_io, NodeSample)
+    jobs = topic(t.jobs, JobEvent)
+    predictions = topic(t.predictions, NodePrediction)
+    io_degradation = topic(t.io_degradation, IoDegradation)
+    actions = topic(t.actions, Action)
+    acks = topic(t.acks, ActionAck)
+    dlq = topic(t.dlq, DeadLetter)
+    node_jobs_topic = app.topic(t.node_jobs, value_serializer="json", internal=True)
+
+    node_jobs = app.Table("node-jobs", default=None, partitions=s.topics.partitions)
+    node_warnings = app.Table("node-warnings", default=None, partitions=s.topics.partitions)
+    grid_state = app.Table("node-grids", default=None, partitions=s.topics.partitions)
+
+    async def publish(tp: faust.TopicT, key: str, value: Any) -> None:
+        await tp.send(key=key.encode() if isinstance(key, str) else key, value=value)
+        metrics.RECORDS_OUT.labels(tp.get_topic_name()).inc()
+
+    async def dead_letter(source: str, error_kind: str, reason: str, payload: Any, offset: int | None = None,
+                          line: int | None = None) -> None:
+        if isinstance(payload, bytes):
+            payload = payload.decode("utf-8", "replace")
+        elif not isinstance(payload, str):
+            payload = json.dumps(payload, default=str)
+        metrics.DEAD_LETTERS.labels(source, error_kind).inc()
+        await publish(dlq, source, DeadLetter(source=source, reason=reason, error_kind=error_kind,
+                                              payload=payload[:65536], time=time.time(), offset=offset, line=line))
+
+    def ingest_time(stream: faust.StreamT) -> float | None:
+        ev = stream.current_event
+        if ev is None or ev.message.timestamp is None:
+            return None
+        return float(ev.message.timestamp)
+
+    def offset(stream: faust.StreamT) -> int | None:
+        ev = stream.current_event
+        return None if ev is None else ev.message.offset
+
+    # -- normalize ------------------------------------------------------------------
+    if "normalize" in pipeline.roles:
+        from hpcguard.connectors.errors import ParseError
+        from hpcguard.connectors.ipmi import decode_ipmi_envelope
+        from hpcguard.connectors.ldms import LdmsDecoder
+        from hpcguard.connectors.mapping import SensorMapping
+        from hpcguard.connectors.sacct import decode_slurm_envelope
+
+        mapping = SensorMapping.load(None)
+        ldms_decoder = LdmsDecoder(mapping)
+
+        def make_ldms_agent(schema: str, name: str) -> None:
+            src = topic(name)
+            out = samples_io if schema == "lustre_client" else samples_os
+
+            async def normalize_ldms(stream: faust.StreamT) -> None:
+                async for raw in stream:
+                    metrics.RECORDS_IN.labels(name).inc()
+                    try:
+                        row = json.loads(raw)
+                        if not isinstance(row, dict):
+                            raise ParseError("bad_json", "LDMS JSON row must be an object", source=name)
+                        sample = ldms_decoder.decode(schema, row)
+                    except ParseError as exc:
+                        await dead_letter(name, exc.kind, exc.reason, raw, offset=offset(stream))
+                        continue
+                    except (ValueError, TypeError) as exc:
+                        await dead_letter(name, "bad_json", f"not an LDMS JSON row: {exc}", raw,
+                                          offset=offset(stream))
+                        continue
+                    if sample is not None:
+                        await publish(out, sample["node"], NodeSample(**sample, ingest_time=ingest_time(stream)))
+
+            app.agent(src, name=f"normalize-ldms-{schema}")(normalize_ldms)
+
+        for schema, name in zip(s.topics.ldms_schemas, t.ldms):
+            make_ldms_agent(schema, name)
+
+        @app.agent(topic(t.raw_ipmi), name="normalize-ipmi")
+        async def normalize_ipmi(stream: faust.StreamT) -> None:
+            async for raw in stream:
+                metrics.RECORDS_IN.labels(t.raw_ipmi).inc()
+                try:
+                    env = json.loads(raw)
+                    samples = decode_ipmi_envelope(env, mapping)
+                except ParseError as exc:
+                    await dead_letter(t.raw_ipmi, exc.kind, exc.reason, raw, offset=offset(stream), line=exc.line)
+                    continue
+                except (ValueError, TypeError, AttributeError) as exc:
+                    await dead_letter(t.raw_ipmi, "bad_json", f"not an IPMI envelope: {exc}", raw,
+                                      offset=offset(stream))
+                    continue
+                for sample in samples:
+                    await publish(samples_ipmi, sample["node"], NodeSample(**sample, ingest_time=ingest_time(stream)))
+
+        @app.agent(topic(t.raw_slurm), name="normalize-slurm")
+        async def normalize_slurm(stream: faust.StreamT) -> None:
+            async for raw in stream:
+                metrics.RECORDS_IN.labels(t.raw_slurm).inc()
+                try:
+                    event = decode_slurm_envelope(json.loads(raw))
+                except ParseError as exc:
+                    await dead_letter(t.raw_slurm, exc.kind, exc.reason, raw, offset=offset(stream), line=exc.line)
+                    continue
+                except (ValueError, TypeError, AttributeError) as exc:
+                    await dead_letter(t.raw_slurm, "bad_json", f"not a Slurm envelope: {exc}", raw,
+                                      offset=offset(stream))
+                    continue
+                await publish(jobs, event["job_id"], JobEvent(**event))
+
+    # -- node windows → predictions -------------------------------------------------
+    if "windows" in pipeline.roles and pipeline.predictor is not None:
+        window_steps = int(round(w.window_minutes * 60 / w.grid_s))
+
+        @app.agent(app.topic(t.samples_ipmi, t.samples_os, value_type=NodeSample), name="node-windows")
+        async def node_windows(stream: faust.StreamT) -> None:
+            async for sample in stream:
+                metrics.RECORDS_IN.labels("samples").inc()
+                node = sample.node
+                grid = pipeline.grids.get(node)
+                if grid is None:
+                    grid = NodeGrid(w.grid_s, window_steps, w.lateness_s)
+                    state = grid_state.get(node)
+                    if state:
+                        grid.load_state(state)  # recovered from the changelog after a restart
+                    pipeline.grids[node] = grid
+                    pipeline.nodes_seen.add(node)
+                closed = grid.add(sample.time, sample.values, last_value=sample.source == "ipmi")
+                if not closed:
+                    continue
+                grid_state[node] = grid.to_state()  # one changelog write per closed step
+                for step_time in closed:
+                    if grid.complete(step_time):
+                        pipeline.pending.append((node, step_time + w.grid_s, grid.window(step_time),
+                                                 sample.ingest_time))
+                metrics.WINDOW_STATE.labels("node-grids").set(sum(g.size for g in pipeline.grids.values()))
+
+        @app.timer(0.2, name="predict-due-windows")
+        async def predict_due_windows() -> None:
+            if not pipeline.pending:
+                return
+            batch, pipeline.pending = pipeline.pending, []
+            nodes = [b[0] for b in batch]
+            verdicts = pipeline.predictor.predict(nodes, np.stack([b[2] for b in batch]))
+            now = time.time()
+            for (node, step_end, _, ingested), v in zip(batch, verdicts):
+                metrics.PREDICTIONS.labels(pipeline.predictor.name, "warn" if v.warn else "ok").inc()
+                await publish(predictions, node, NodePrediction(
+                    node=node, time=now, model=pipeline.predictor.name, model_version=pipeline.predictor.version,
+                    failure_probability=v.failure_probability, warn=v.warn, lead_minutes=v.lead_minutes,
+                    network_probabilities=v.network_probabilities, vote=v.vote, sample_time=step_end,
+                    ingest_time=ingested, detail=v.detail))
+
+    # -- IO observation windows (system aggregate, CanarIO) ---------------------------
+    if "io" in pipeline.roles:
+        io_state: dict[str, Any] = {"seconds": {}, "stream_time": -math.inf}
+        io_window = w.io_window_s
+
+        @app.agent(samples_io, name="io-windows")
+        async def io_windows(stream: faust.StreamT) -> None:
+            async for batch in stream.take(1000, within=0.2):
+                metrics.RECORDS_IN.labels(t.samples_io).inc(len(batch))
+                seconds = io_state["seconds"]
+                for sample in batch:
+                    sec = int(sample.time)
+                    acc = seconds.setdefault(sec, [0.0, 0.0])
+                    acc[0] += sample.values.get("io_read_bytes", 0.0)
+                    acc[1] += sample.values.get("io_write_bytes", 0.0)
+                    io_state["stream_time"] = max(io_state["stream_time"], sample.time)
+                # close every window whose end (plus 5 s for stragglers) the stream has passed
+                while seconds:
+                    first = min(seconds)
+                    start = first - first % int(io_window)
+                    end = start + io_window
+                    if end + 5 > io_state["stream_time"]:
+                        break
+                    secs = sorted(k for k in seconds if start <= k < end)
+                    values = np.array([seconds.pop(k) for k in secs])
+                    await emit_io_window(start, end, values[:, 0], values[:, 1])
+                metrics.WINDOW_STATE.labels("io-seconds").set(len(seconds))
+
+        async def emit_io_window(start: float, end: float, read: np.ndarray, write: np.ndarray) -> None:
+            features = io_window_features(read, write)
+            degraded, probability, model = False, 0.0, "none"
+            if pipeline.io_detector is not None:
+                degraded, probability = pipeline.io_detector.observe_window(features, end)
+                model = getattr(pipeline.io_detector, "name", "knn")
+            await publish(io_degradation, w.system, IoDegradation(
+                system=w.system, window_start=float(start), window_end=float(end), features=features,
+                degraded=bool(degraded), probability=float(probability), model=model))
+
+    # -- jobs: node → job map ---------------------------------------------------------
+    if "jobs" in pipeline.roles:
+        @app.agent(jobs, name="jobs-by-node")
+        async def jobs_by_node(stream: faust.StreamT) -> None:
+            async for event in stream:
+                metrics.RECORDS_IN.labels(t.jobs).inc()
+                for node in event.nodes:
+                    await node_jobs_topic.send(key=node.encode(), value=event.asdict())
+
+        @app.agent(node_jobs_topic, name="node-jobs")
+        async def node_job_map(stream: faust.StreamT) -> None:
+            async for event in stream.events():
+                node = event.key.decode() if isinstance(event.key, bytes) else str(event.key)
+                job = event.value
+                if job["event"] == "start":
+                    node_jobs[node] = job
+                elif job["event"] in ("end", "requeue", "fail"):
+                    current = node_jobs.get(node)
+                    if current and current.get("job_id") == job["job_id"]:
+                        del node_jobs[node]
+
+    # -- decide: node warnings → actions ---------------------------------------------
+    if "decide" in pipeline.roles:
+        policy = pipeline.policy or default_policy
+
+        @app.agent(predictions, name="decide")
+        async def decide(stream: faust.StreamT) -> None:
+            async for p in stream:
+                metrics.RECORDS_IN.labels(t.predictions).inc()
+                active = node_warnings.get(p.node)
+                if not p.warn:
+                    if active and p.sample_time - active["last_warn"] > 600:
+                        del node_warnings[p.node]  # episode over after 10 quiet minutes
+                    continue
+                if active:
+                    node_warnings[p.node] = {**active, "last_warn": p.sample_time}
+                    continue
+                node_warnings[p.node] = {"first_warn": p.sample_time, "last_warn": p.sample_time}
+                job = node_jobs.get(p.node)
+                busy = {n for n, j in node_jobs.items() if j}
+                warned = {n for n, v in node_warnings.items() if v}
+                spare = len(pipeline.nodes_seen - busy - warned)
+                prediction = p.asdict()
+                for a in policy(prediction, job, spare, pipeline.predictor):
+                    trigger = f"{p.model}@{p.node}@{p.sample_time:.0f}"
+                    aid = action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger)
+                    deadline = a.get("deadline") or (p.sample_time + 60 * p.lead_minutes)
+                    action = Action(action_id=aid, kind=a["kind"], source=a.get("source", p.model),
+                                    reason=a.get("reason", {}), time=time.time(), job_id=a.get("job_id"),
+                                    nodes=list(a.get("nodes", [])), deadline=deadline, trigger_time=p.ingest_time)
+                    metrics.ACTIONS.labels(action.kind, action.source).inc()
+                    await publish(actions, action.job_id or p.node, action)
+
+    # -- scheduler adapter ------------------------------------------------------------
+    if "adapter" in pipeline.roles and pipeline.adapter is not None:
+        loop_executor = None
+
+        @app.agent(actions, name="scheduler-adapter")
+        async def scheduler_adapter(stream: faust.StreamT) -> None:
+            loop = asyncio.get_running_loop()
+            async for action in stream:
+                metrics.RECORDS_IN.labels(t.actions).inc()
+                try:  # adapters run scheduler commands: keep them off the event loop
+                    ack = await loop.run_in_executor(loop_executor, pipeline.adapter.apply, action.asdict())
+                    ack_record = ActionAck(**{k: v for k, v in ack.as_dict().items()})
+                except Exception as exc:  # a worker never dies on one action
+                    log.exception("adapter failed on %s", action.action_id)
+                    ack_record = ActionAck(action_id=action.action_id, status="failed",
+                                           adapter=getattr(pipeline.adapter, "name", "?"), time=time.time(),
+                                           kind=action.kind, job_id=action.job_id, nodes=action.nodes,
+                                           detail=f"adapter error: {exc}")
+                metrics.ACKS.labels(ack_record.kind, ack_record.status).inc()
+                await publish(acks, ack_record.action_id, ack_record)
+
+    app.pipeline = pipeline  # type: ignore[attr-defined]
+    return app
+
+
+def default_policy(prediction: dict, job: dict | None, spare_nodes: int, predictor: Any) -> list[dict]:
+    """Placeholder until models.policy.decide is wired."""
+    node = prediction["node"]
+    reason = {"branch": "warned-node", "model": prediction["model"], "lead_minutes": prediction["lead_minutes"],
+              "failure_probability": prediction["failure_probability"], "detail": prediction.get("detail", {})}
+    out = [{"kind": "drain", "nodes": [node], "source": "policy", "reason": reason}]
+    if job:
+        out.insert(0, {"kind": "checkpoint", "job_id": job["job_id"], "nodes": job["nodes"], "source": "policy",
+                       "reason": {**reason, "job_nodes": len(job["nodes"])}})
+    return out

@@ -1,0 +1,312 @@
+"""``hpcguard demo``: embedded broker, simulated cluster, full pipeline, summary."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpcguard.settings import KafkaSettings, Settings
+from hpcguard.streams.topics import TopicNames
+
+
+@dataclass
+class DemoConfig:
+    nodes: int = 32
+    hours: float = 2.0
+    seed: int = 7
+    bootstrap: str | None = None
+    model: str | None = None
+    workdir: str | None = None
+    influx: str | None = None
+    metrics_port: int | None = None
+    timeout_s: float = 600.0
+    train_hours: float | None = None
+    quiet: bool = False
+
+
+def _say(cfg: DemoConfig, msg: str) -> None:
+    if not cfg.quiet:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[bold cyan]demo[/] {msg}")
+
+
+def train_baseline_model(data_dirs: list[str], out_dir: str, persistence: int = 2) -> dict[str, Any]:
+    """Learn baseline bounds from the healthy windows of recorded directories."""
+    from hpcguard.connectors.recorded import load_failures, load_sensor_grid
+    from hpcguard.models.baseline import BaselineDetector, healthy_windows
+
+    windows = []
+    for d in data_dirs:
+        grid = load_sensor_grid(d, grid_s=15.0)
+        failures = load_failures(d)
+        f_nodes, f_times = _failure_arrays(failures)
+        index = {n: i for i, n in enumerate(grid.nodes)}
+        steps = [(index[n], int((t - grid.t0) // grid.grid_s)) for n, t in zip(f_nodes, f_times) if n in index]
+        windows.append(healthy_windows(grid.values, steps))
+    all_windows = np.concatenate(windows) if windows else np.empty((0, 16, 10))
+    if len(all_windows) < 100:
+        raise ValueError(f"only {len(all_windows)} healthy windows in {data_dirs}: record more history")
+    det = BaselineDetector(persistence=persistence).learn_many(all_windows)
+    os.makedirs(out_dir, exist_ok=True)
+    state = {**det.to_state(), "version": f"baseline-{uuid.uuid5(uuid.NAMESPACE_URL, ','.join(data_dirs)).hex[:8]}",
+             "trained_on": data_dirs, "windows": int(len(all_windows))}
+    Path(out_dir, "baseline.json").write_text(json.dumps(state, indent=1))
+    return {"model": "baseline", "windows": int(len(all_windows)), "out": out_dir, "version": state["version"]}
+
+
+def _failure_arrays(failures: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, times) from whatever load_failures returns (structured array or dict of arrays)."""
+    if isinstance(failures, tuple):
+        failures = failures[0]
+    if isinstance(failures, dict):
+        return np.asarray(failures["node"]).astype(str), np.asarray(failures["time"], float)
+    return np.asarray(failures["node"]).astype(str), np.asarray(failures["time"], float)
+
+
+# -- broker helpers -------------------------------------------------------------------
+def _end_offsets(k: KafkaSettings, topics: list[str]) -> dict[str, int]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    from hpcguard.connectors.kafka import kafka_python_config
+
+    c = KafkaConsumer(**kafka_python_config(k))
+    try:
+        out: dict[str, int] = {}
+        for tp in topics:
+            parts = c.partitions_for_topic(tp) or set()
+            tps = [TopicPartition(tp, p) for p in parts]
+            out[tp] = int(sum(c.end_offsets(tps).values())) if tps else 0
+        return out
+    finally:
+        c.close()
+
+
+def _group_lag(k: KafkaSettings, group: str, topics: list[str]) -> int | None:
+    """Records not yet committed by ``group`` on ``topics``; None if the broker can't tell."""
+    from kafka import KafkaAdminClient
+
+    from hpcguard.connectors.kafka import kafka_python_config
+
+    try:
+        admin = KafkaAdminClient(**kafka_python_config(k))
+        committed = admin.list_consumer_group_offsets(group)
+        admin.close()
+    except Exception:
+        return None
+    ends = _end_offsets(k, topics)
+    done: dict[str, int] = {}
+    for tp, meta in committed.items():
+        done[tp.topic] = done.get(tp.topic, 0) + max(meta.offset, 0)
+    return int(sum(max(ends[t] - done.get(t, 0), 0) for t in topics))
+
+
+def read_topic(k: KafkaSettings, topic: str, timeout_ms: int = 2000) -> list[tuple[dict, int]]:
+    """All records of ``topic`` as (value dict, broker timestamp ms)."""
+    from kafka import KafkaConsumer
+
+    from hpcguard.connectors.kafka import kafka_python_config
+
+    c = KafkaConsumer(topic, **kafka_python_config(k), auto_offset_reset="earliest", group_id=None,
+                      enable_auto_commit=False, consumer_timeout_ms=timeout_ms)
+    try:
+        return [(json.loads(m.value), m.timestamp) for m in c]
+    finally:
+        c.close()
+
+
+# -- the demo -----------------------------------------------------------------------
+def run_demo(cfg: DemoConfig) -> dict[str, Any]:
+    from hpcguard.connectors.broker import EmbeddedBroker
+    from hpcguard.connectors.kafka import ensure_topics, wait_for_broker
+    from hpcguard.connectors.replay import replay
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="hpcguard-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = None
+    worker = None
+    try:
+        if cfg.bootstrap:
+            bootstrap, broker_desc = cfg.bootstrap, f"external {cfg.bootstrap}"
+        else:
+            broker = EmbeddedBroker(log_path=str(workdir / "broker.log")).start()
+            bootstrap, broker_desc = broker.bootstrap, f"embedded tansu {broker.bootstrap}"
+        _say(cfg, f"broker: {broker_desc}")
+        settings = Settings.load().with_overrides(
+            kafka=dict(bootstrap=bootstrap),
+            worker=dict(app_id=f"hpcguard-demo-{uuid.uuid4().hex[:8]}", data_dir=str(workdir / "worker")),
+            adapter=dict(kind="dry-run", audit_log=str(workdir / "actions-audit.jsonl"),
+                         ledger=str(workdir / "ledger.sqlite")))
+        k = settings.kafka
+        wait_for_broker(k)
+        topics = TopicNames.from_settings(settings.topics)
+        ensure_topics(k, topics.all())
+
+        data_dir = workdir / "telemetry"
+        _say(cfg, f"simulating {cfg.nodes} nodes × {cfg.hours} h (seed {cfg.seed}) → {data_dir}")
+        sim = simulate_telemetry(str(data_dir), nodes=cfg.nodes, hours=cfg.hours, seed=cfg.seed)
+
+        model_dir = cfg.model
+        if not model_dir:
+            train_dir = workdir / "history"
+            train_hours = cfg.train_hours or max(6.0, cfg.hours * 3)
+            _say(cfg, f"training the detector on a separate history ({cfg.nodes} nodes × {train_hours} h, "
+                      f"seed {cfg.seed + 1000})")
+            simulate_telemetry(str(train_dir), nodes=cfg.nodes, hours=train_hours, seed=cfg.seed + 1000)
+            model_dir = str(workdir / "model")
+            train_model(str(train_dir), model_dir, seed=cfg.seed)
+
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", bootstrap, "--model", model_dir,
+                "--app-id", settings.worker.app_id, "--data-dir", settings.worker.data_dir,
+                "--audit-log", settings.adapter.audit_log, "--adapter", "dry-run"]
+        if cfg.metrics_port:
+            argv += ["--metrics-port", str(cfg.metrics_port)]
+        if cfg.influx:
+            env["HPCGUARD_INFLUX__URL"] = cfg.influx
+        worker_log = open(workdir / "worker.log", "ab")
+        worker = subprocess.Popen(argv, stdout=worker_log, stderr=subprocess.STDOUT, env=env,
+                                  start_new_session=True)
+        _say(cfg, f"worker started (pid {worker.pid}); replaying at maximum speed")
+
+        started = time.time()
+        report = replay([str(data_dir)], k, settings.topics, speed=None, progress=not cfg.quiet)
+        replayed = int(sum(report.get("published", report.get("records", {})).values())) \
+            if isinstance(report.get("published", report.get("records")), dict) else int(report.get("total", 0))
+        _say(cfg, f"replayed {replayed} records in {time.time() - started:.1f} s; waiting for the pipeline "
+                  "to drain")
+        drained_at = _wait_for_drain(k, settings.worker.app_id, topics, worker, cfg)
+        elapsed = drained_at - started
+        return build_summary(k, topics, data_dir, broker_desc, cfg, sim, report, replayed, elapsed)
+    finally:
+        if worker is not None and worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
+        if broker is not None:
+            broker.stop()
+
+
+def train_model(history_dir: str, model_dir: str, seed: int) -> dict[str, Any]:
+    """Train the failure ensemble when that code is present, else the baseline."""
+    try:
+        from hpcguard.streams.cli_failure import train_ensemble_model  # the ensemble, when built
+    except ImportError:
+        train_ensemble_model = None
+    if train_ensemble_model is not None:
+        return train_ensemble_model([history_dir], model_dir, seed=seed)
+    return train_baseline_model([history_dir], model_dir)
+
+
+def _wait_for_drain(k: KafkaSettings, group: str, topics: TopicNames, worker: subprocess.Popen,
+                    cfg: DemoConfig) -> float:
+    """Wait until the worker has committed every input and the outputs stopped growing."""
+    inputs = [t for t in topics.all() if t not in (topics.dlq, topics.acks, topics.io_degradation)]
+    outputs = [topics.predictions, topics.actions, topics.acks, topics.dlq, topics.io_degradation]
+    deadline = time.monotonic() + cfg.timeout_s
+    last_out: dict[str, int] | None = None
+    last_change = time.time()
+    stable = 0
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise RuntimeError(f"the worker exited with status {worker.returncode}; see its log in the workdir")
+        time.sleep(2.0)
+        out = _end_offsets(k, outputs)
+        if out != last_out:
+            last_out, last_change, stable = out, time.time(), 0
+            continue
+        lag = _group_lag(k, group, inputs)
+        stable += 1
+        if (lag == 0 and stable >= 2) or (lag is None and stable >= 5):
+            return last_change
+    raise RuntimeError(f"the pipeline did not drain within {cfg.timeout_s:.0f} s")
+
+
+def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_desc: str, cfg: DemoConfig,
+                  sim: dict, report: dict, replayed: int, elapsed: float) -> dict[str, Any]:
+    from hpcguard.connectors.recorded import load_failures
+    from hpcguard.models.warning_eval import score_warnings
+
+    counts = _end_offsets(k, [topics.samples_ipmi, topics.samples_os, topics.samples_io, topics.jobs])
+    predictions = read_topic(k, topics.predictions)
+    actions = read_topic(k, topics.actions)
+    acks = read_topic(k, topics.acks)
+    dead = read_topic(k, topics.dlq)
+    io_windows = read_topic(k, topics.io_degradation)
+
+    warn = [(p["node"], p["sample_time"]) for p, _ in predictions if p.get("warn")]
+    f_nodes, f_times = _failure_arrays(load_failures(str(data_dir)))
+    scores = score_warnings(np.array([w[0] for w in warn]), np.array([w[1] for w in warn], float), f_nodes, f_times)
+    # trigger_time: wall time (s) the triggering raw record reached Kafka; ts: the action's broker time (ms)
+    latencies_ms = [ts - 1000.0 * a["trigger_time"] for a, ts in actions if a.get("trigger_time")]
+    model = predictions[0][0]["model"] if predictions else "none"
+    lead = scores["lead_minutes"]
+    return {
+        "broker": broker_desc,
+        "nodes": cfg.nodes,
+        "hours": cfg.hours,
+        "seed": cfg.seed,
+        "model": model,
+        "samples": {"ipmi": counts[topics.samples_ipmi], "os": counts[topics.samples_os],
+                    "io": counts[topics.samples_io], "jobs": counts[topics.jobs]},
+        "replayed_records": replayed,
+        "dead_letters": {"total": len(dead), "by_kind": dict(Counter(d["error_kind"] for d, _ in dead))},
+        "predictions": {"total": len(predictions), "warn": len(warn)},
+        "io_windows": {"total": len(io_windows), "degraded": sum(1 for w, _ in io_windows if w.get("degraded"))},
+        "failures": {**{k2: v for k2, v in scores.items() if k2 != "lead_minutes"},
+                     "lead_minutes": lead,
+                     "lead_minutes_median": float(np.median(lead)) if lead else None},
+        "actions": dict(Counter(a["kind"] for a, _ in actions)),
+        "acks": dict(Counter(a["status"] for a, _ in acks)),
+        "throughput_msgs_per_s": round(replayed / elapsed, 1) if elapsed > 0 else None,
+        "latency_ms": _percentiles(latencies_ms),
+        "elapsed_s": round(elapsed, 1),
+    }
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p99": None, "n": 0}
+    arr = np.asarray(values)
+    return {"p50": round(float(np.percentile(arr, 50)), 1), "p99": round(float(np.percentile(arr, 99)), 1),
+            "n": int(arr.size)}
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    f = summary["failures"]
+    table = Table(title=f"hpcguard demo — {summary['nodes']} nodes × {summary['hours']} h, seed {summary['seed']}",
+                  show_header=False)
+    table.add_row("broker", summary["broker"])
+    table.add_row("detector", summary["model"])
+    table.add_row("samples", ", ".join(f"{k} {v}" for k, v in summary["samples"].items()))
+    table.add_row("dead letters", str(summary["dead_letters"]["total"]))
+    table.add_row("failures injected", str(f["injected"]))
+    table.add_row("warned before failure", f"{f['warned']}  (lead minutes: {f['lead_minutes']})")
+    table.add_row("missed", str(f["missed"]))
+    table.add_row("false alarms", str(f["false_alarms"]))
+    table.add_row("actions", ", ".join(f"{k} {v}" for k, v in summary["actions"].items()) or "none")
+    table.add_row("acks", ", ".join(f"{k} {v}" for k, v in summary["acks"].items()) or "none")
+    table.add_row("IO windows", f"{summary['io_windows']['total']} ({summary['io_windows']['degraded']} degraded)")
+    table.add_row("throughput", f"{summary['throughput_msgs_per_s']} msgs/s")
+    lat = summary["latency_ms"]
+    table.add_row("latency sample→action", f"p50 {lat['p50']} ms, p99 {lat['p99']} ms")
+    console.print(table)

@@ -1,0 +1,98 @@
+"""The node agent's predictor: the failure ensemble when a model directory is given,
+else the baseline detector.  One ``predict`` call evaluates every node due in a tick."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpcguard.models.baseline import NAME as BASELINE_NAME
+from hpcguard.models.baseline import BaselineDetector
+from hpcguard.models.features import window_features
+from hpcguard.streams import metrics
+
+
+@dataclass
+class Verdict:
+    failure_probability: float
+    warn: bool
+    lead_minutes: float
+    network_probabilities: list[float]
+    vote: str
+    detail: dict[str, Any]
+
+
+class BaselinePredictor:
+    def __init__(self, detector: BaselineDetector, version: str, lead_minutes: float = 2.0):
+        self.detector = detector
+        self.name = BASELINE_NAME
+        self.version = version
+        self.lead_minutes = lead_minutes
+        self.fpr: float | None = None
+
+    def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
+        started = time.perf_counter()
+        scores = self.detector.score_many(windows)
+        warn = self.detector.predict_many(nodes, windows)
+        metrics.INFERENCE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
+        out = []
+        for i in range(len(nodes)):
+            detail = {"score": round(float(scores[i]), 4)}
+            if warn[i]:
+                detail["sensors"] = self.detector.violations(windows[i])
+            out.append(Verdict(failure_probability=float(min(1.0, scores[i])), warn=bool(warn[i]),
+                               lead_minutes=self.lead_minutes, network_probabilities=[],
+                               vote=f"persistence>={self.detector.persistence}", detail=detail))
+        return out
+
+
+class EnsemblePredictor:
+    """Wraps ``models.failure.ensemble.FailureEnsemble`` loaded from a model directory."""
+
+    def __init__(self, ensemble: Any, version: str, metadata: dict[str, Any]):
+        self.ensemble = ensemble
+        self.name = "failure-ensemble"
+        self.version = version
+        self.metadata = metadata
+        self.fpr = (metadata.get("metrics") or {}).get("lstm", {}).get("fpr") if isinstance(
+            metadata.get("metrics"), dict) else None
+
+    def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
+        started = time.perf_counter()
+        features = window_features(windows)
+        result = self.ensemble.predict_batch(features)
+        metrics.INFERENCE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
+        net_probs, vote_prob, warn = result[0], result[1], result[2]
+        leads = result[3] if len(result) > 3 else None
+        out = []
+        for i in range(len(nodes)):
+            lead = float(leads[i]) if leads is not None else 2.0
+            out.append(Verdict(failure_probability=float(vote_prob[i]), warn=bool(warn[i]), lead_minutes=lead,
+                               network_probabilities=[round(float(p), 6) for p in net_probs[i]],
+                               vote=getattr(self.ensemble, "vote_name", "lstm"), detail={}))
+        return out
+
+
+def load_predictor(model_dir: str | None) -> BaselinePredictor | EnsemblePredictor | None:
+    """Load what ``model_dir`` holds: an ensemble (``hpcguard train failure``) or a
+    baseline (``baseline.json``).  ``None`` when no directory is given."""
+    if not model_dir:
+        return None
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory not found: {path}")
+    baseline = path / "baseline.json"
+    if (path / "manifest.json").exists() or any(path.glob("*.pt")):
+        from hpcguard.connectors.model_store import load_model
+
+        loaded = load_model(str(path))
+        ensemble, metadata = loaded if isinstance(loaded, tuple) else (loaded, {})
+        return EnsemblePredictor(ensemble, str(metadata.get("version", path.name)), metadata)
+    if baseline.exists():
+        state = json.loads(baseline.read_text())
+        return BaselinePredictor(BaselineDetector.from_state(state), version=state.get("version", path.name))
+    raise ValueError(f"{path} holds neither a failure-ensemble model nor baseline.json")

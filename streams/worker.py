@@ -1,0 +1,73 @@
+"""Run the hpcguard Faust worker in this process."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterable
+
+from hpcguard.settings import Settings
+from hpcguard.streams.topics import TopicNames
+
+ROLES = ("normalize", "windows", "io", "jobs", "decide", "adapter")
+
+
+def build_adapter(settings: Settings, adapter_kind: str | None = None, **options):
+    """The adapter behind the safety governor when one is available, else dry-run."""
+    kind = adapter_kind or settings.adapter.kind
+    try:
+        from hpcguard.connectors.adapters import make_adapter
+    except ImportError:
+        make_adapter = None
+    if make_adapter is None:
+        if kind != "dry-run":
+            raise ValueError(f"adapter {kind!r} is not available in this build")
+        from hpcguard.connectors.adapters import DryRunAdapter
+
+        return DryRunAdapter(settings.adapter.audit_log)
+    adapter = make_adapter(kind, settings, **options)
+    try:
+        from hpcguard.connectors.governor import Governor, GovernorConfig
+    except ImportError:
+        return adapter
+    return Governor(adapter, GovernorConfig(), settings.adapter.ledger)
+
+
+def build_pipeline(settings: Settings, roles: Iterable[str] = ROLES, adapter=None):
+    from hpcguard.streams.app import Pipeline
+    from hpcguard.streams.predictors import load_predictor
+
+    predictor = load_predictor(settings.worker.model_dir)
+    roles = frozenset(roles)
+    if "windows" in roles and predictor is None:
+        logging.getLogger("hpcguard.worker").warning(
+            "no --model given: node predictions are off (train one with 'hpcguard train failure' or "
+            "'hpcguard train baseline')")
+    if "adapter" in roles and adapter is None:
+        adapter = build_adapter(settings)
+    policy = None
+    try:
+        from hpcguard.streams.decisions import policy_for
+        policy = policy_for(settings)
+    except ImportError:
+        pass
+    return Pipeline(settings=settings, topics=TopicNames.from_settings(settings.topics), predictor=predictor,
+                    adapter=adapter, roles=roles, policy=policy)
+
+
+def run_worker(settings: Settings, roles: Iterable[str] = ROLES, loglevel: str = "warning", adapter=None) -> None:
+    """Create the topics, build the app and run it until SIGTERM/SIGINT."""
+    from faust.worker import Worker
+
+    from hpcguard.connectors.kafka import ensure_topics, wait_for_broker
+    from hpcguard.streams.app import create_app
+    from hpcguard.streams.metrics import start_metrics_server
+
+    os.makedirs(settings.worker.data_dir, exist_ok=True)
+    wait_for_broker(settings.kafka)
+    topics = TopicNames.from_settings(settings.topics)
+    ensure_topics(settings.kafka, topics.all(), settings.topics.partitions, settings.topics.replication)
+    pipeline = build_pipeline(settings, roles, adapter)
+    app = create_app(pipeline)
+    start_metrics_server(settings.worker.metrics_port)
+    worker = Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    worker.execute_from_commandline()
