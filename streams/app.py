@@ -208,10 +208,11 @@ def create_app(pipeline: Pipeline) -> faust.App:
                 if not closed:
                     continue
                 grid_state[node] = grid.to_state()  # one changelog write per closed step
+                # samples published straight to the canonical topic carry no ingest time: use theirs
+                ingested = sample.ingest_time or ingest_time(stream)
                 for step_time in closed:
                     if grid.complete(step_time):
-                        pipeline.pending.append((node, step_time + w.grid_s, grid.window(step_time),
-                                                 sample.ingest_time))
+                        pipeline.pending.append((node, step_time + w.grid_s, grid.window(step_time), ingested))
                 metrics.WINDOW_STATE.labels("node-grids").set(sum(g.size for g in pipeline.grids.values()))
 
         @app.timer(0.2, name="predict-due-windows")

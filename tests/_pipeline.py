@@ -1,0 +1,87 @@
+"""Helpers for tests that run a worker process against the session broker."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from kafka import KafkaConsumer, KafkaProducer
+
+from hpcguard.connectors.kafka import ensure_topics, kafka_python_config
+from hpcguard.settings import KafkaSettings, TopicSettings
+from hpcguard.streams.topics import TopicNames
+
+
+class WorkerProcess:
+    """``hpcguard worker`` in a subprocess with its own topic prefix and group."""
+
+    def __init__(self, kafka: KafkaSettings, tmp: Path, model_dir: str | None = None, roles=(), extra=(),
+                 env=None):
+        self.kafka = kafka
+        self.prefix = f"t{uuid.uuid4().hex[:8]}"
+        self.topics = TopicNames.from_settings(TopicSettings(prefix=self.prefix,
+                                                             ldms_format=self.prefix + ".ldms.{schema}"))
+        self.tmp = tmp
+        self.audit_log = tmp / "audit.jsonl"
+        self.log_path = tmp / "worker.log"
+        argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", kafka.bootstrap, "--prefix", self.prefix,
+                "--app-id", f"app-{self.prefix}", "--data-dir", str(tmp / "state"), "--audit-log",
+                str(self.audit_log)]
+        if model_dir:
+            argv += ["--model", model_dir]
+        for r in roles:
+            argv += ["--role", r]
+        self.argv = argv + list(extra)
+        self.env = {**os.environ, "HPCGUARD_TOPICS__LDMS_FORMAT": self.prefix + ".ldms.{schema}", **(env or {})}
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "WorkerProcess":
+        ensure_topics(self.kafka, self.topics.all())
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def produce(self, topic: str, items: list[tuple[str, object]]) -> None:
+        p = KafkaProducer(**kafka_python_config(self.kafka), linger_ms=5)
+        for key, value in items:
+            payload = value if isinstance(value, bytes) else json.dumps(value).encode()
+            p.send(topic, key=key.encode(), value=payload)
+        p.flush()
+        p.close()
+
+    def wait_for(self, topic: str, predicate, timeout_s: float = 90.0) -> list[dict]:
+        """Consume ``topic`` from the start until ``predicate(records)`` holds."""
+        c = KafkaConsumer(topic, **kafka_python_config(self.kafka), auto_offset_reset="earliest", group_id=None,
+                          consumer_timeout_ms=1000)
+        records: list[dict] = []
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                for m in c:
+                    records.append(json.loads(m.value))
+                if predicate(records):
+                    return records
+                if self.proc and self.proc.poll() is not None:
+                    raise AssertionError(f"worker exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
+            raise AssertionError(f"timed out on {topic} with {len(records)} records:\n{self.log()[-3000:]}")
+        finally:
+            c.close()

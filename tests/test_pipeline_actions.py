@@ -1,0 +1,65 @@
+"""Through the real broker: canonical samples → windows → prediction → action → ack."""
+import json
+
+import numpy as np
+import pytest
+
+from _pipeline import WorkerProcess
+from hpcguard.models.baseline import BaselineDetector
+from hpcguard.models.features import CANONICAL_SENSORS
+
+pytestmark = pytest.mark.broker
+
+HEALTHY = dict(cpu_temp=50.0, cpu_fan_rpm=6000.0, cpu_voltage=1.1, psu_temp=40.0, load_1min=8.0, cpu_user=80.0,
+               disk_usage=30.0, mem_usage=40.0, bytes_in=1e6, bytes_out=1e6)
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture
+def baseline_dir(tmp_path):
+    rng = np.random.default_rng(0)
+    base = np.array([HEALTHY[s] for s in CANONICAL_SENSORS])
+    det = BaselineDetector(persistence=2).learn_many(base * (1 + 0.02 * rng.standard_normal((2000, 16, 10))))
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "baseline.json").write_text(json.dumps({**det.to_state(), "version": "test-baseline"}))
+    return str(d)
+
+
+def samples(node, minutes, fan_drop_from=None):
+    rng = np.random.default_rng(hash(node) % 2**32)
+    out = []
+    for k in range(int(minutes * 4)):
+        t = T0 + 15 * k
+        values = {s: v * (1 + 0.01 * rng.standard_normal()) for s, v in HEALTHY.items()}
+        if fan_drop_from is not None and t >= T0 + 60 * fan_drop_from:
+            values["cpu_fan_rpm"] *= 0.4
+            values["cpu_temp"] += 25
+        out.append((node, {"node": node, "time": t, "source": "ipmi", "values": values, "v": 1}))
+    return out
+
+
+def test_failing_node_running_a_job_is_checkpointed_and_drained(kafka_settings, tmp_path, baseline_dir):
+    with WorkerProcess(kafka_settings, tmp_path, baseline_dir, roles=["windows", "jobs", "decide", "adapter"]) as w:
+        t = w.topics
+        w.produce(t.jobs, [("42", {"job_id": "42", "event": "start", "time": T0, "nodes": ["n2"], "num_nodes": 1,
+                                   "v": 1})])
+        w.wait_for(t.node_jobs, lambda r: len(r) >= 1)
+        feed = sorted(samples("n1", 12) + samples("n2", 12, fan_drop_from=8), key=lambda kv: kv[1]["time"])
+        w.produce(t.samples_ipmi, feed)
+        acks = w.wait_for(t.acks, lambda r: len(r) >= 2)
+        actions = w.wait_for(t.actions, lambda r: len(r) >= 2)
+        preds = w.wait_for(t.predictions, lambda r: any(p["node"] == "n1" for p in r))
+
+    kinds = {a["kind"]: a for a in actions}
+    assert set(kinds) == {"checkpoint", "drain"}
+    assert kinds["checkpoint"]["job_id"] == "42" and kinds["checkpoint"]["nodes"] == ["n2"]
+    assert kinds["drain"]["nodes"] == ["n2"]
+    assert all(a["trigger_time"] for a in actions)
+    assert {a["status"] for a in acks} == {"skipped"}  # dry-run adapter
+    assert {a["action_id"] for a in acks} == {a["action_id"] for a in actions}
+    assert not [p for p in preds if p["node"] == "n1" and p["warn"]]  # the healthy node is never warned
+    first_warn = min(p["sample_time"] for p in preds if p["warn"])
+    assert T0 + 8 * 60 <= first_warn <= T0 + 11 * 60
+    audit = [json.loads(line) for line in w.audit_log.read_text().splitlines()]
+    assert sorted(a["action"]["action_id"] for a in audit) == sorted(a["action_id"] for a in actions)
