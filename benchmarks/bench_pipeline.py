@@ -1,0 +1,79 @@
+"""Pipeline benchmark (not a test): feature extraction values/s, end-to-end messages/s
+and sample→action latency through broker + worker, and — in the same run, on the same
+broker — the throughput of a bare consumer reading the same topics.
+
+    .venv/bin/python benchmarks/bench_pipeline.py [--nodes 32] [--hours 1] [--out benchmarks/results/pipeline.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hpcguard.connectors.broker import EmbeddedBroker
+from hpcguard.models.features import window_features
+from hpcguard.settings import KafkaSettings, Settings
+from hpcguard.streams.demo import DemoConfig, run_demo
+from hpcguard.streams.topics import TopicNames
+
+
+def feature_values_per_s(nodes: int = 1024, repeats: int = 20) -> dict:
+    rng = np.random.default_rng(0)
+    windows = rng.normal(size=(nodes, 16, 10))
+    windows[rng.random(windows.shape) < 0.02] = np.nan
+    window_features(windows)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        window_features(windows)
+    elapsed = time.perf_counter() - start
+    return {"windows_per_s": nodes * repeats / elapsed, "input_values_per_s": windows.size * repeats / elapsed}
+
+
+def bare_consumer_msgs_per_s(k: KafkaSettings, topics: list[str]) -> dict:
+    from kafka import KafkaConsumer
+
+    from hpcguard.connectors.kafka import kafka_python_config
+
+    c = KafkaConsumer(*topics, **kafka_python_config(k), auto_offset_reset="earliest", group_id=None,
+                      consumer_timeout_ms=3000, max_poll_records=5000)
+    start = time.perf_counter()
+    n = 0
+    last = start
+    for _ in c:
+        n += 1
+        last = time.perf_counter()
+    c.close()
+    return {"messages": n, "msgs_per_s": n / (last - start) if n else 0.0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--nodes", type=int, default=32)
+    ap.add_argument("--hours", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", default="benchmarks/results/pipeline.json")
+    args = ap.parse_args()
+
+    result: dict = {"features": feature_values_per_s()}
+    with EmbeddedBroker() as broker:
+        summary = run_demo(DemoConfig(nodes=args.nodes, hours=args.hours, seed=args.seed,
+                                      bootstrap=broker.bootstrap, quiet=True))
+        k = KafkaSettings(bootstrap=broker.bootstrap)
+        topics = TopicNames.from_settings(Settings().topics)
+        raw = list(topics.ldms) + [topics.raw_ipmi, topics.raw_slurm]
+        bare = bare_consumer_msgs_per_s(k, raw)
+    result["pipeline"] = {"msgs_per_s": summary["throughput_msgs_per_s"], "latency_ms": summary["latency_ms"],
+                          "replayed_records": summary["replayed_records"], "nodes": args.nodes, "hours": args.hours}
+    result["bare_consumer"] = bare
+    result["pipeline_over_bare"] = (summary["throughput_msgs_per_s"] or 0) / bare["msgs_per_s"] if bare[
+        "msgs_per_s"] else None
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
