@@ -107,6 +107,22 @@ def create_app(pipeline: Pipeline) -> faust.App:
         await publish(dlq, source, DeadLetter(source=source, reason=reason, error_kind=error_kind,
                                               payload=payload[:65536], time=time.time(), offset=offset, line=line))
 
+    async def decode(record_cls: type, raw: bytes, source: str, stream: faust.StreamT) -> Any:
+        """Validate a canonical record; a bad one goes to the DLQ and ``None`` comes back."""
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise TypeError("a record must be a JSON object")
+            version = data.get("v", 1)
+            if version != 1:
+                raise ValueError(f"unsupported schema version v={version}")
+            return record_cls(**data)
+        except (ValueError, TypeError) as exc:
+            ev = stream.current_event
+            await dead_letter(ev.message.topic if ev is not None else source, "bad_record",
+                              f"not a valid {record_cls.__name__}: {exc}", raw, offset=offset(stream))
+            return None
+
     def ingest_time(stream: faust.StreamT) -> float | None:
         ev = stream.current_event
         if ev is None or ev.message.timestamp is None:
@@ -191,10 +207,13 @@ def create_app(pipeline: Pipeline) -> faust.App:
     if "windows" in pipeline.roles and pipeline.predictor is not None:
         window_steps = int(round(w.window_minutes * 60 / w.grid_s))
 
-        @app.agent(app.topic(t.samples_ipmi, t.samples_os, value_type=NodeSample), name="node-windows")
+        @app.agent(app.topic(t.samples_ipmi, t.samples_os, value_serializer="raw"), name="node-windows")
         async def node_windows(stream: faust.StreamT) -> None:
-            async for sample in stream:
+            async for raw in stream:
                 metrics.RECORDS_IN.labels("samples").inc()
+                sample = await decode(NodeSample, raw, "samples", stream)
+                if sample is None:
+                    continue
                 node = sample.node
                 grid = pipeline.grids.get(node)
                 if grid is None:
@@ -271,10 +290,13 @@ def create_app(pipeline: Pipeline) -> faust.App:
 
     # -- jobs: node → job map ---------------------------------------------------------
     if "jobs" in pipeline.roles:
-        @app.agent(jobs, name="jobs-by-node")
+        @app.agent(topic(t.jobs), name="jobs-by-node")
         async def jobs_by_node(stream: faust.StreamT) -> None:
-            async for event in stream:
+            async for raw in stream:
                 metrics.RECORDS_IN.labels(t.jobs).inc()
+                event = await decode(JobEvent, raw, t.jobs, stream)
+                if event is None:
+                    continue
                 for node in event.nodes:
                     await node_jobs_topic.send(key=node.encode(), value=event.asdict())
 
@@ -294,10 +316,13 @@ def create_app(pipeline: Pipeline) -> faust.App:
     if "decide" in pipeline.roles:
         policy = pipeline.policy or default_policy
 
-        @app.agent(predictions, name="decide")
+        @app.agent(topic(t.predictions), name="decide")
         async def decide(stream: faust.StreamT) -> None:
-            async for p in stream:
+            async for raw in stream:
                 metrics.RECORDS_IN.labels(t.predictions).inc()
+                p = await decode(NodePrediction, raw, t.predictions, stream)
+                if p is None:
+                    continue
                 active = node_warnings.get(p.node)
                 if not p.warn:
                     if active and p.sample_time - active["last_warn"] > 600:
@@ -326,11 +351,14 @@ def create_app(pipeline: Pipeline) -> faust.App:
     if "adapter" in pipeline.roles and pipeline.adapter is not None:
         loop_executor = None
 
-        @app.agent(actions, name="scheduler-adapter")
+        @app.agent(topic(t.actions), name="scheduler-adapter")
         async def scheduler_adapter(stream: faust.StreamT) -> None:
             loop = asyncio.get_running_loop()
-            async for action in stream:
+            async for raw in stream:
                 metrics.RECORDS_IN.labels(t.actions).inc()
+                action = await decode(Action, raw, t.actions, stream)
+                if action is None:
+                    continue
                 try:  # adapters run scheduler commands: keep them off the event loop
                     ack = await loop.run_in_executor(loop_executor, pipeline.adapter.apply, action.asdict())
                     ack_record = ActionAck(**{k: v for k, v in ack.as_dict().items()})

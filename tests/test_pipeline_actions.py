@@ -45,11 +45,15 @@ def test_failing_node_running_a_job_is_checkpointed_and_drained(kafka_settings, 
         w.produce(t.jobs, [("42", {"job_id": "42", "event": "start", "time": T0, "nodes": ["n2"], "num_nodes": 1,
                                    "v": 1})])
         w.wait_for(t.node_jobs, lambda r: len(r) >= 1)
+        # a malformed sample and a foreign schema version go to the dead-letter topic, the worker goes on
+        w.produce(t.samples_ipmi, [("n9", b"{not json"), ("n9", {"node": "n9", "time": T0, "source": "ipmi",
+                                                                 "values": {}, "v": 99})])
         feed = sorted(samples("n1", 12) + samples("n2", 12, fan_drop_from=8), key=lambda kv: kv[1]["time"])
         w.produce(t.samples_ipmi, feed)
         acks = w.wait_for(t.acks, lambda r: len(r) >= 2)
         actions = w.wait_for(t.actions, lambda r: len(r) >= 2)
         preds = w.wait_for(t.predictions, lambda r: any(p["node"] == "n1" for p in r))
+        dead = w.wait_for(t.dlq, lambda r: len(r) >= 2)
 
     kinds = {a["kind"]: a for a in actions}
     assert set(kinds) == {"checkpoint", "drain"}
@@ -61,5 +65,8 @@ def test_failing_node_running_a_job_is_checkpointed_and_drained(kafka_settings, 
     assert not [p for p in preds if p["node"] == "n1" and p["warn"]]  # the healthy node is never warned
     first_warn = min(p["sample_time"] for p in preds if p["warn"])
     assert T0 + 8 * 60 <= first_warn <= T0 + 11 * 60
+    assert {d["error_kind"] for d in dead} == {"bad_record"}
+    assert any("schema version v=99" in d["reason"] for d in dead)
+    assert all(d["offset"] is not None and d["source"] == t.samples_ipmi for d in dead)
     audit = [json.loads(line) for line in w.audit_log.read_text().splitlines()]
     assert sorted(a["action"]["action_id"] for a in audit) == sorted(a["action_id"] for a in actions)
