@@ -1,8 +1,22 @@
 """Scheduler adapters: turn an action into scheduler operations and say what happened.
 
 One small interface: ``adapter.apply(action) -> AckResult``.  ``action`` is a plain
-dict with the fields of ``streams.records.Action``.  Adapters never build shell
-commands; they validate every id they pass on.
+dict with the fields of ``streams.records.Action`` (action_id, kind, job_id, nodes,
+deadline, source, reason, time).  Adapters never build shell commands; they validate
+every id they pass on (``connectors.validation``) and run argv lists with timeouts.
+
+Adapters: ``dry-run`` (audit log only), ``command`` (site executables per kind),
+``simulator`` (in-memory, for the cluster simulator), ``slurm`` (``connectors.slurm``).
+``make_adapter(kind, settings, **opts)`` builds one; ``connectors.governor.Governor``
+wraps any of them with the safety limits and the exactly-once ledger.
+
+Writing another scheduler's adapter (e.g. Flux) is a single module: a class with
+``name``, ``apply(action) -> AckResult`` that calls ``validate_action`` first, maps the
+seven kinds to the scheduler's commands (Flux: ``flux job kill -s SIG`` for checkpoint,
+``flux resource drain/undrain`` for drain/resume, ``flux job urgency JOBID hold|default``
+for delay/release), verifies by reading state back, and optionally ``job_info(job_id)``
+(user, partition, state, nodes — used by the governor's allow/deny lists) and
+``node_count()`` (used by the drain ceiling); then one line in ``make_adapter``.
 
 Example
 -------
@@ -16,10 +30,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
+
+ACK_STATUSES = ("applied", "skipped", "failed", "refused", "duplicate")
 
 
 @dataclass
@@ -50,6 +67,7 @@ class DryRunAdapter:
     """Records every action to a JSONL audit log and changes nothing (``skipped``)."""
 
     name = "dry-run"
+    changes_scheduler = False
 
     def __init__(self, audit_log: str):
         self.audit_log = audit_log
@@ -64,3 +82,177 @@ class DryRunAdapter:
         with self._lock, open(self.audit_log, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"action": dict(action), "ack": ack.as_dict()}, default=str) + "\n")
         return ack
+
+
+def _refused(action: Any, adapter: str, err: Exception) -> AckResult:
+    action_id = str(action.get("action_id", ""))[:128] if isinstance(action, Mapping) else ""
+    return AckResult(action_id=action_id, status="refused", adapter=adapter, detail=f"invalid action: {err}")
+
+
+class CommandAdapter:
+    """Runs a site-provided executable per action kind with validated fields as argv.
+
+    The command for a kind is its argv prefix; hpcguard appends
+    ``--action-id ID --kind KIND [--job JOBID] [--nodes n1,n2] --reason TEXT`` and writes the
+    validated action as JSON on stdin.  Exit status 0 → ``applied``, ``skipped_exit``
+    (default 3) → ``skipped``, anything else or a timeout → ``failed``; stdout/stderr go
+    into the ack.  A kind without a command is ``skipped``.
+
+    Example
+    -------
+    >>> ack = CommandAdapter({"drain": ["/bin/true"]}).apply({"action_id": "a", "kind": "drain", "nodes": ["n1"]})
+    >>> ack.status
+    'applied'
+    """
+
+    name = "command"
+
+    def __init__(self, commands: Mapping[str, list[str] | tuple[str, ...] | str], timeout_s: float = 30.0,
+                 skipped_exit: int = 3, env: Mapping[str, str] | None = None):
+        from hpcguard.connectors.validation import ACTION_KINDS
+
+        self.commands: dict[str, list[str]] = {}
+        for kind, argv in commands.items():
+            if kind not in ACTION_KINDS:
+                raise ValueError(f"unknown action kind {kind!r} in command adapter configuration")
+            argv = [argv] if isinstance(argv, str) else list(argv)
+            if not argv or not os.path.isabs(argv[0]) or not os.access(argv[0], os.X_OK):
+                raise ValueError(f"command for {kind!r} must start with an absolute path to an executable: {argv!r}")
+            self.commands[kind] = argv
+        self.timeout_s = timeout_s
+        self.skipped_exit = skipped_exit
+        self.env = None if env is None else dict(env)
+
+    def argv(self, va: Any) -> list[str] | None:
+        base = self.commands.get(va.kind)
+        if base is None:
+            return None
+        argv = [*base, "--action-id", va.action_id, "--kind", va.kind]
+        if va.job_id:
+            argv += ["--job", va.job_id]
+        if va.nodes:
+            argv += ["--nodes", ",".join(va.nodes)]
+        return argv + ["--reason", va.reason_text]
+
+    def apply(self, action: Mapping[str, Any]) -> AckResult:
+        from hpcguard.connectors.validation import ValidationError, validate_action
+
+        try:
+            va = validate_action(action)
+        except ValidationError as err:
+            return _refused(action, self.name, err)
+        ack = AckResult(action_id=va.action_id, status="skipped", adapter=self.name, kind=va.kind, job_id=va.job_id,
+                        nodes=list(va.nodes))
+        argv = self.argv(va)
+        if argv is None:
+            ack.detail = f"no command configured for {va.kind}"
+            return ack
+        payload = json.dumps({"action_id": va.action_id, "kind": va.kind, "job_id": va.job_id,
+                              "nodes": list(va.nodes), "reason": va.reason_text, "source": va.source,
+                              "deadline": va.deadline})
+        try:
+            done = subprocess.run(argv, input=payload, capture_output=True, text=True, timeout=self.timeout_s,
+                                  env=self.env, check=False)
+        except subprocess.TimeoutExpired:
+            ack.status, ack.detail = "failed", f"{argv[0]} timed out after {self.timeout_s:g} s"
+            return ack
+        except OSError as err:
+            ack.status, ack.detail = "failed", f"{argv[0]} could not run: {err}"
+            return ack
+        ack.output = (done.stdout + done.stderr).strip()
+        if done.returncode == 0:
+            ack.status, ack.detail = "applied", f"{argv[0]} exited 0"
+        elif done.returncode == self.skipped_exit:
+            ack.status, ack.detail = "skipped", f"{argv[0]} exited {done.returncode} (skipped)"
+        else:
+            ack.status, ack.detail = "failed", f"{argv[0]} exited {done.returncode}"
+        return ack
+
+
+class SimulatorAdapter:
+    """In-memory adapter for the cluster simulator: records actions and tracks drained nodes.
+
+    ``handler(validated_action) -> (status, detail)`` lets the simulator apply the effect
+    to its own state; without it every valid action is ``applied``.
+
+    Example
+    -------
+    >>> sim = SimulatorAdapter(total_nodes=4)
+    >>> sim.apply({"action_id": "a", "kind": "drain", "nodes": ["n1"]}).status, sorted(sim.drained)
+    ('applied', ['n1'])
+    """
+
+    name = "simulator"
+
+    def __init__(self, total_nodes: int | None = None,
+                 handler: Callable[[Any], tuple[str, str]] | None = None,
+                 jobs: Mapping[str, Mapping[str, Any]] | None = None):
+        self.total_nodes = total_nodes
+        self.handler = handler
+        self.jobs = dict(jobs or {})
+        self.applied: list[AckResult] = []
+        self.drained: set[str] = set()
+
+    def node_count(self) -> int | None:
+        return self.total_nodes
+
+    def job_info(self, job_id: str) -> Mapping[str, Any] | None:
+        return self.jobs.get(job_id)
+
+    def apply(self, action: Mapping[str, Any]) -> AckResult:
+        from hpcguard.connectors.validation import ValidationError, validate_action
+
+        try:
+            va = validate_action(action)
+        except ValidationError as err:
+            return _refused(action, self.name, err)
+        status, detail = self.handler(va) if self.handler else ("applied", f"simulated {va.kind}")
+        if status == "applied":
+            if va.kind in ("drain", "migrate"):
+                self.drained.update(va.nodes)
+            elif va.kind == "resume":
+                self.drained.difference_update(va.nodes)
+        ack = AckResult(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
+                        nodes=list(va.nodes), detail=detail)
+        self.applied.append(ack)
+        return ack
+
+
+ADAPTER_KINDS = ("dry-run", "slurm", "command", "simulator")
+SLURM_SETTING_KEYS = ("slurm_conf", "checkpoint_signal", "signal_scope", "migrate_grace_s", "migrate_hook",
+                      "timeout_s")
+
+
+def make_adapter(kind: str, settings: Any = None, **opts: Any) -> SchedulerAdapter:
+    """Build an adapter by name.
+
+    ``settings`` is ``hpcguard.settings.Settings`` or its ``AdapterSettings`` (for the audit
+    log path and, where the settings define them, the ``SLURM_SETTING_KEYS``) or None;
+    ``opts`` go to the adapter's constructor: ``slurm`` takes
+    ``slurm_conf``, ``checkpoint_signal``, ``signal_scope``, ``migrate_grace_s``, ``migrate_hook``…;
+    ``command`` takes ``commands={kind: argv}``; ``simulator`` takes ``total_nodes``, ``handler``.
+
+    Example
+    -------
+    >>> make_adapter("simulator", total_nodes=8).name
+    'simulator'
+    """
+    adapter_settings = getattr(settings, "adapter", settings)
+    if kind == "dry-run":
+        audit = opts.pop("audit_log", None) or getattr(adapter_settings, "audit_log", "hpcguard-actions.jsonl")
+        return DryRunAdapter(audit, **opts)
+    if kind == "slurm":
+        from hpcguard.connectors.slurm import SlurmAdapter
+
+        for key in SLURM_SETTING_KEYS:  # settings fields (when the site configures them) under explicit options
+            value = getattr(adapter_settings, key, None)
+            if value not in (None, "") and opts.get(key) is None:
+                opts[key] = value
+        return SlurmAdapter(**{k: v for k, v in opts.items() if v is not None})
+    if kind == "command":
+        if "commands" not in opts:
+            raise ValueError("the command adapter needs commands={kind: [executable, args...]}")
+        return CommandAdapter(**opts)
+    if kind == "simulator":
+        return SimulatorAdapter(**opts)
+    raise ValueError(f"unknown adapter {kind!r} (known: {', '.join(ADAPTER_KINDS)})")

@@ -95,6 +95,14 @@ class InfluxSettings:
     retention_policy: str = ""
     username: str = ""
     password: str = ""
+    create_database: bool = True  # 1.x: CREATE DATABASE when /write answers "database not found"
+    batch_size: int = 1000  # points per write request
+    flush_interval_s: float = 2.0  # background flush period
+    buffer_points: int = 100_000  # bound of the in-memory buffer; overflow drops oldest, counted
+    timeout_s: float = 10.0  # per-request timeout
+    backoff_s: float = 0.5  # first retry delay after a failed write; doubles per failure
+    backoff_max_s: float = 30.0  # retry delay cap
+    sample_every_s: float = 0.0  # keep one node sample per node and source per N s (0 = all)
 
 
 @dataclass

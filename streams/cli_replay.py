@@ -1,2 +1,95 @@
-"""CLI: hpcguard replay (recorded files → Kafka raw topics)."""
+"""CLI: ``hpcguard replay`` — recorded telemetry files → Kafka raw topics (or a dry run)."""
 from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from hpcguard.streams.cli import app, emit_json, fail
+
+
+@app.command("replay")
+def replay_command(
+    paths: List[Path] = typer.Argument(..., help="Recorded files or directories (ldms/, ipmi/, slurm/ are walked "
+                                       "recursively; failures.csv, anomalies.csv and meta.json are skipped)."),
+    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="Kafka bootstrap HOST:PORT[,HOST:PORT]."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="Force one input format for every file: store_csv, "
+                                      "freeipmi, ipmitool, telegraf or sacct (default: detect per file)."),
+    speed: Optional[float] = typer.Option(None, "--speed", help="Pace messages at X times real time by record time."),
+    max_speed: bool = typer.Option(False, "--max-speed", help="Publish as fast as possible (the default)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Parse and decode everything, publish nothing; "
+                                 "needs no broker."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (no progress bar)."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help="Topic prefix (default from settings: hpcguard)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="hpcguard TOML settings file."),
+    security_protocol: Optional[str] = typer.Option(None, "--security-protocol",
+                                                    help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    sasl_mechanism: Optional[str] = typer.Option(None, "--sasl-mechanism", help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
+    sasl_username: Optional[str] = typer.Option(None, "--sasl-username"),
+    sasl_password: Optional[str] = typer.Option(None, "--sasl-password",
+                                                help="Prefer HPCGUARD_KAFKA__SASL_PASSWORD in the environment."),
+    ssl_cafile: Optional[str] = typer.Option(None, "--ssl-cafile", help="CA bundle to verify the brokers."),
+    ssl_certfile: Optional[str] = typer.Option(None, "--ssl-certfile", help="Client certificate (mutual TLS)."),
+    ssl_keyfile: Optional[str] = typer.Option(None, "--ssl-keyfile", help="Client key (mutual TLS)."),
+) -> None:
+    """Replay recorded telemetry (LDMS store_csv, FreeIPMI/ipmitool/Telegraf IPMI, sacct) into Kafka.
+
+    LDMS rows go to ldms.<schema> as store_avro_kafka JSON rows, IPMI polls to
+    <prefix>.raw.ipmi, Slurm job events to <prefix>.raw.slurm, all merged in record-time
+    order; unparsable records go to <prefix>.dlq.  Example:
+
+        hpcguard replay /data/recording --bootstrap 127.0.0.1:9092 --speed 60
+    """
+    from hpcguard.connectors.errors import ParseError
+    from hpcguard.connectors.replay import FILE_FORMATS
+    from hpcguard.settings import Settings
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        fail(f"no such file or directory: {', '.join(missing)}")
+    if fmt is not None and fmt not in FILE_FORMATS:
+        fail(f"unknown --format {fmt!r} (choose from {', '.join(FILE_FORMATS)})")
+    if speed is not None and max_speed:
+        fail("--speed and --max-speed exclude each other")
+    if speed is not None and speed <= 0:
+        fail("--speed must be positive")
+    try:
+        settings = Settings.load(config).with_overrides(
+            kafka={"bootstrap": bootstrap, "security_protocol": security_protocol, "sasl_mechanism": sasl_mechanism,
+                   "sasl_username": sasl_username, "sasl_password": sasl_password, "ssl_cafile": ssl_cafile,
+                   "ssl_certfile": ssl_certfile, "ssl_keyfile": ssl_keyfile},
+            topics={"prefix": prefix})
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    try:
+        if dry_run:
+            from hpcguard.connectors.replay import dry_run as run_dry
+
+            report = run_dry([str(p) for p in paths], fmt)
+        else:
+            from kafka.errors import KafkaError
+
+            from hpcguard.connectors.replay import replay
+
+            try:
+                report = replay([str(p) for p in paths], settings.kafka, settings.topics, speed=speed,
+                                progress=not json_out, fmt=fmt)
+            except (KafkaError, OSError) as exc:
+                fail(f"cannot publish to Kafka at {settings.kafka.bootstrap}: {exc}")
+    except ParseError as exc:
+        fail(str(exc))
+    if json_out:
+        emit_json(report)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="dry run" if dry_run else "replay")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for section in ("published", "records", "samples", "errors"):
+        for name, n in sorted(report.get(section, {}).items()):
+            table.add_row(f"{section}: {name}", f"{n:,}")
+    table.add_row("files", str(report.get("files", 0)))
+    Console().print(table)

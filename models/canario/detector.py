@@ -22,7 +22,7 @@ Example
 ...     slow = i % 3 == 0
 ...     f = io_window_features(rng.normal(1e9 / (3 if slow else 1), 1e8, 60), rng.normal(1e9, 1e8, 60))
 ...     _ = det.observe_window(f, window_end=60.0 * (i + 1))
-...     det.add_label(60.0 * (i + 1), 2.0 if slow else 1.0)
+...     _ = det.add_label(60.0 * (i + 1), 2.0 if slow else 1.0)
 >>> f = io_window_features(rng.normal(3.3e8, 1e8, 60), rng.normal(1e9, 1e8, 60))
 >>> det.observe_window(f, window_end=1860.0)[0]
 True

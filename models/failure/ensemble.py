@@ -1,0 +1,178 @@
+"""The self-describing failure ensemble: six lead-time networks plus their vote.
+
+``FailureEnsemble`` holds everything inference needs — the six networks, the LSTM
+voter and its ROC-chosen threshold, the training medians used to impute missing
+features, the normalisation statistics, the sensor list and the window/lead
+parameters — and round-trips through ``to_state`` / ``from_state`` (plain dicts of
+lists plus torch state dicts; ``connectors.model_store`` writes them to a directory).
+
+Vote order follows seed 000 Fig. 4.4: the sequence starts with the 7-minute network
+and ends with the 2-minute one, so ``unanimous_vote`` over the first ``n`` networks
+of ``sequence`` uses the longest leads first.
+
+Online use: at time ``t`` a node agent has only the latest 4-minute window; every
+network sees that same window (``features (N, 70)``).  Each network was trained on
+windows ending its lead before a failure, so a network firing says "this looks like
+``lead`` minutes before a failure".  The reported lead of a warning is the *smallest*
+lead among the networks that fired (the most conservative deadline; 2 min when none
+fired on its own but the LSTM vote did).  For the paper's evaluation protocol, pass
+per-lead features ``(N, 6, 70)``: network ``i`` sees the window ending lead ``i``
+before the event.
+
+Example
+-------
+>>> import numpy as np
+>>> ens = FailureEnsemble.untrained(seed=0)
+>>> out = ens.predict_batch(np.zeros((4, 70)))
+>>> out.network_probabilities.shape, out.vote_probability.shape, out.warn.dtype.name
+((4, 6), (4,), 'bool')
+>>> FailureEnsemble.from_state(ens.to_state()).predict_batch(np.zeros((4, 70))).vote_probability.tolist() \\
+...     == out.vote_probability.tolist()
+True
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from hpcguard.models.failure.dataset import WINDOW_STEPS, impute
+from hpcguard.models.failure.networks import (LEAD_MINUTES, N_INPUTS, LeadNetwork, make_networks,
+                                              stacked_failure_probabilities)
+from hpcguard.models.failure.voting import LstmVoter, unanimous_vote
+from hpcguard.models.features import CANONICAL_SENSORS, STATISTICS
+
+MODEL_KIND = "hpcguard-failure-ensemble"
+FORMAT_VERSION = 1
+
+
+class EnsembleOutput(NamedTuple):
+    network_probabilities: np.ndarray  # (N, 6) failure probability per network, lead order 2..7 min
+    vote_probability: np.ndarray       # (N,) LSTM vote probability
+    warn: np.ndarray                   # (N,) final prediction of the configured vote
+    lead_minutes: np.ndarray           # (N,) smallest lead whose network fired (smallest lead if none fired)
+
+
+class FailureEnsemble:
+    """Six lead-time networks + LSTM voter + preprocessing.
+
+    Parameters
+    ----------
+    nets, voter
+        Trained ``LeadNetwork`` list (lead order) and ``LstmVoter``.
+    medians, mean, std
+        ``(70,)`` imputation medians and normalisation statistics learned on training data.
+    threshold
+        LSTM decision threshold (vote probability ≥ threshold warns).
+    vote
+        ``"lstm"`` (default) or ``"unanimous"`` (all of the first ``n_unanimous`` networks).
+    """
+
+    def __init__(self, nets: list[LeadNetwork], voter: LstmVoter, medians: np.ndarray, mean: np.ndarray,
+                 std: np.ndarray, threshold: float = 0.5, vote: str = "lstm", n_unanimous: int = 6,
+                 net_threshold: float = 0.5, grid_s: float = 15.0, window_steps: int = WINDOW_STEPS,
+                 sensors: tuple[str, ...] = CANONICAL_SENSORS, version: str = "untrained",
+                 info: dict[str, Any] | None = None):
+        if vote not in ("lstm", "unanimous"):
+            raise ValueError(f"vote must be 'lstm' or 'unanimous', got {vote!r}")
+        self.nets = nets
+        self.voter = voter
+        self.leads = tuple(n.lead_minutes for n in nets)
+        self.sequence = tuple(int(i) for i in np.argsort(self.leads)[::-1])  # 7 → 2 min (Fig. 4.4)
+        self.medians = np.asarray(medians, float)
+        self.mean = np.asarray(mean, float)
+        self.std = np.asarray(std, float)
+        self.threshold = float(threshold)
+        self.vote = vote
+        self.n_unanimous = int(n_unanimous)
+        self.net_threshold = float(net_threshold)
+        self.grid_s = float(grid_s)
+        self.window_steps = int(window_steps)
+        self.sensors = tuple(sensors)
+        self.version = version
+        self.info = dict(info or {})
+
+    @property
+    def vote_name(self) -> str:
+        return "lstm" if self.vote == "lstm" else f"unanimous@{self.n_unanimous}"
+
+    @classmethod
+    def untrained(cls, seed: int = 0) -> "FailureEnsemble":
+        torch.manual_seed(seed)
+        return cls(make_networks(seed), LstmVoter(), np.zeros(N_INPUTS), np.zeros(N_INPUTS), np.ones(N_INPUTS))
+
+    # -- inference -------------------------------------------------------------------
+    def normalise(self, features: np.ndarray) -> np.ndarray:
+        """Impute missing features with training medians, then z-score with training stats."""
+        f = np.asarray(features, dtype=float)
+        if f.shape[-1] != N_INPUTS or f.ndim not in (2, 3):
+            raise ValueError(f"features must be (N, {N_INPUTS}) or (N, {len(self.nets)}, {N_INPUTS}), "
+                             f"got shape {f.shape}")
+        return (impute(f, self.medians) - self.mean) / self.std
+
+    def network_probabilities(self, features: np.ndarray) -> np.ndarray:
+        """``(N, 6)`` failure probability of every network (lead order)."""
+        x = torch.as_tensor(self.normalise(features), dtype=torch.float32)
+        with torch.no_grad():
+            return stacked_failure_probabilities(self.nets, x).double().numpy()
+
+    def vote_probabilities(self, net_probs: np.ndarray) -> np.ndarray:
+        """LSTM vote probability from ``(N, 6)`` network probabilities (lead order)."""
+        seq = torch.as_tensor(np.asarray(net_probs)[:, self.sequence], dtype=torch.float32)
+        with torch.no_grad():
+            return self.voter.failure_probability(seq).double().numpy()
+
+    def unanimous(self, net_probs: np.ndarray, n_networks: int) -> np.ndarray:
+        """All-agree vote of the first ``n_networks`` of the sequence (7-min network first)."""
+        return unanimous_vote(np.asarray(net_probs)[:, self.sequence], n_networks, self.net_threshold)
+
+    def predict_batch(self, features: np.ndarray) -> EnsembleOutput:
+        """Evaluate a batch of nodes: ``features (N, 70)`` (online) or ``(N, 6, 70)`` (per lead)."""
+        probs = self.network_probabilities(features)
+        vote_p = self.vote_probabilities(probs) if len(probs) else np.zeros(0)
+        if self.vote == "lstm":
+            warn = vote_p >= self.threshold
+        else:
+            warn = self.unanimous(probs, self.n_unanimous)
+        fired = probs > self.net_threshold
+        leads = np.asarray(self.leads, float)
+        lead = np.where(fired, leads[None, :], np.inf).min(axis=1) if len(probs) else np.zeros(0)
+        lead = np.where(np.isinf(lead), leads.min(), lead)
+        return EnsembleOutput(probs, vote_p, warn, lead)
+
+    # -- state -----------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """Plain-dict state: ``config`` (JSON-able) and ``weights`` (torch state dicts)."""
+        config = {
+            "kind": MODEL_KIND, "format_version": FORMAT_VERSION, "version": self.version,
+            "leads_minutes": list(self.leads), "sequence": list(self.sequence),
+            "grid_s": self.grid_s, "window_steps": self.window_steps,
+            "window_s": self.grid_s * self.window_steps, "sensors": list(self.sensors),
+            "statistics": list(STATISTICS), "vote": self.vote, "n_unanimous": self.n_unanimous,
+            "net_threshold": self.net_threshold, "lstm_threshold": self.threshold,
+            "imputation_medians": self.medians.tolist(), "norm_mean": self.mean.tolist(),
+            "norm_std": self.std.tolist(), "info": self.info,
+            "architecture": {"network": "70-52tanh-2softmax", "voter": "LSTM(1 input x 6 steps, 4 hidden)-2"},
+        }
+        weights = {"nets": [n.state_dict() for n in self.nets], "voter": self.voter.state_dict()}
+        return {"config": config, "weights": weights}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "FailureEnsemble":
+        try:
+            config, weights = state["config"], state["weights"]
+            if config.get("kind") != MODEL_KIND:
+                raise ValueError(f"not a failure-ensemble state (kind={config.get('kind')!r})")
+            nets = [LeadNetwork(lead) for lead in config["leads_minutes"]]
+            for net, sd in zip(nets, weights["nets"], strict=True):
+                net.load_state_dict(sd)
+            voter = LstmVoter()
+            voter.load_state_dict(weights["voter"])
+            return cls(nets, voter, np.asarray(config["imputation_medians"]), np.asarray(config["norm_mean"]),
+                       np.asarray(config["norm_std"]), threshold=config["lstm_threshold"], vote=config["vote"],
+                       n_unanimous=config["n_unanimous"], net_threshold=config["net_threshold"],
+                       grid_s=config["grid_s"], window_steps=config["window_steps"],
+                       sensors=tuple(config["sensors"]), version=config["version"], info=config.get("info"))
+        except (KeyError, TypeError, RuntimeError) as exc:
+            raise ValueError(f"invalid failure-ensemble state: {exc}") from exc

@@ -1,0 +1,108 @@
+"""Voting over the lead-time networks (seed 000 §4.2.3, Figs. 4.4 and 4.5).
+
+* **Unanimous voting** — the networks classify in sequence; the first negative stops
+  the sequence with a final "no failure"; a failure is predicted only when all of the
+  first ``n_networks`` classify positive.  The vectorised equivalent is a cumulative
+  product of the per-network decisions.
+* **Learned voting** — an LSTM reads the networks' failure probabilities as a sequence
+  (one network per time step, 1 input per step, 6 steps), has 4 hidden units and a
+  2-class output; its decision threshold is chosen on the ROC curve of a validation
+  split (``choose_threshold``).
+
+Example
+-------
+>>> import numpy as np
+>>> p = np.array([[0.9, 0.8, 0.2], [0.9, 0.9, 0.9], [0.1, 0.9, 0.9]])
+>>> unanimous_vote(p, 2).tolist(), unanimous_vote(p, 3).tolist()
+([True, True, False], [False, True, False])
+>>> networks_evaluated(p, 3).tolist()          # sequence stops at the first negative
+[3, 3, 1]
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def _decisions(probs: np.ndarray, n_networks: int, threshold: float) -> np.ndarray:
+    p = np.asarray(probs, dtype=float)
+    if p.ndim != 2:
+        raise ValueError(f"probs must be (N, networks), got shape {p.shape}")
+    if not 1 <= int(n_networks) <= p.shape[1]:
+        raise ValueError(f"n_networks must be in 1..{p.shape[1]}, got {n_networks}")
+    return p[:, : int(n_networks)] > threshold
+
+
+def unanimous_vote(probs: np.ndarray, n_networks: int, threshold: float = 0.5) -> np.ndarray:
+    """Final prediction of the sequential all-agree vote over the first ``n_networks`` columns.
+
+    ``threshold=0.5`` is the paper's *argmax* of the two softmax outputs.
+    """
+    return _decisions(probs, n_networks, threshold).all(axis=1)
+
+
+def networks_evaluated(probs: np.ndarray, n_networks: int, threshold: float = 0.5) -> np.ndarray:
+    """How many networks the sequence ran before stopping (first negative included)."""
+    d = _decisions(probs, n_networks, threshold)
+    positives_before_stop = np.cumprod(d, axis=1).sum(axis=1)
+    return np.minimum(positives_before_stop + 1, d.shape[1])
+
+
+class LstmVoter(nn.Module):
+    """LSTM vote: the networks' failure probabilities in sequence → 4 hidden → 2 outputs.
+
+    >>> v = LstmVoter()
+    >>> tuple(v.failure_probability(torch.rand(5, 6)).shape)
+    (5,)
+    """
+
+    def __init__(self, n_hidden: int = 4):
+        super().__init__()
+        self.lstm = nn.LSTM(input_size=1, hidden_size=n_hidden, batch_first=True)
+        self.out = nn.Linear(n_hidden, 2)
+
+    def forward(self, probs: torch.Tensor) -> torch.Tensor:
+        """Logits ``(N, 2)`` from ``(N, K)`` network probabilities (K steps)."""
+        _, (h, _) = self.lstm(probs.unsqueeze(-1))
+        return self.out(h[-1])
+
+    def failure_probability(self, probs: torch.Tensor) -> torch.Tensor:
+        logits = self.forward(probs)
+        return torch.sigmoid(logits[:, 1] - logits[:, 0])
+
+
+def choose_threshold(y_true, scores, target_fpr: float | None = None) -> dict[str, float]:
+    """Decision threshold from the ROC curve of a validation set.
+
+    ``target_fpr=None`` follows seed 000 (Fig. 4.11c): among the ROC points at the lowest
+    false-positive step (the smallest non-zero fpr; fpr = 0 points included) take the
+    one with the highest tpr — on ties the lower fpr.  With a ``target_fpr`` the highest
+    tpr among points with fpr ≤ target is taken.  A sample is positive when
+    ``score >= threshold``.
+
+    >>> y = [0, 0, 0, 0, 1, 1, 1]
+    >>> s = [0.1, 0.2, 0.3, 0.8, 0.7, 0.9, 0.95]
+    >>> t = choose_threshold(y, s)
+    >>> (t["threshold"], round(t["tpr"], 3), t["fpr"])
+    (0.7, 1.0, 0.25)
+    """
+    from hpcguard.models.metrics import roc
+
+    curve = roc(y_true, scores)
+    fpr, tpr, thr = curve["fpr"], curve["tpr"], curve["thresholds"]
+    finite = np.isfinite(thr)
+    if target_fpr is None:
+        positive = fpr[fpr > 0]
+        limit = positive.min() if positive.size else 0.0
+    else:
+        if not 0 <= target_fpr <= 1:
+            raise ValueError(f"target_fpr must be in [0, 1], got {target_fpr}")
+        limit = float(target_fpr)
+    ok = finite & (fpr <= limit + 1e-15)
+    if not ok.any():
+        raise ValueError(f"no ROC point with fpr <= {limit}")
+    idx = np.flatnonzero(ok)
+    best = idx[np.lexsort((fpr[idx], -tpr[idx]))[0]]
+    return {"threshold": float(thr[best]), "tpr": float(tpr[best]), "fpr": float(fpr[best]),
+            "auc": curve["auc"], "target_fpr": target_fpr}

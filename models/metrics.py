@@ -1,0 +1,160 @@
+"""Classification rates and the unnecessary-checkpoint probability UC (seed 000 §4.1).
+
+A failure prediction system (FPS) runs on every node of a job; the job is
+checkpointed as soon as any node predicts a failure.  Classical rates (tpr, fpr,
+ppv, ...) describe one node; UC(n) (seed 000 Eq. 4.4) is the probability that a job
+on ``n`` nodes suffers at least one false alarm::
+
+    S(f+) = P(K)·fpr    S(t+) = P(E)·tpr    S(f−) = P(E)·fnr    S(t−) = P(K)·tnr   (Eq. 4.2)
+    UC(n) = Σ_{x=1..n} C(n, x) S(f+)^x S(t−)^(n−x)                                 (Eq. 4.4)
+
+By the binomial theorem UC(n) = (S(f+) + S(t−))^n − S(t−)^n = P(K)^n (1 − (1 − fpr)^n)
+with tnr = 1 − fpr; it is evaluated in log space (``log1p``/``expm1``) so it stays exact
+for fpr down to 1e-12 and n up to 2^18 and beyond.
+
+Example
+-------
+>>> round(float(uc_probability(0.00156, 1024)), 4)      # RWTH Aachen row of Tab. 4.1
+0.7978
+>>> uc_crossing(0.00004, 0.5)                           # nodes where UC reaches 50 %
+17329
+>>> rates([1, 1, 0, 0], [1, 0, 0, 1])["tpr"]
+0.5
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MOGON_P_OK = 0.9999900347  # P(K), seed 000 Eq. 4.1
+MOGON_P_FAIL = 0.0000099653  # P(E), seed 000 Eq. 4.1
+
+
+def _check_probability(name: str, value: np.ndarray) -> np.ndarray:
+    v = np.asarray(value, dtype=float)
+    if np.any(~np.isfinite(v)) or np.any((v < 0) | (v > 1)):
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+    return v
+
+
+def confusion(y_true, y_pred) -> dict[str, int]:
+    """Counts ``tp, fp, tn, fn`` of binary labels (1 = failure)."""
+    t = np.asarray(y_true).astype(bool).ravel()
+    p = np.asarray(y_pred).astype(bool).ravel()
+    if t.shape != p.shape:
+        raise ValueError(f"y_true and y_pred differ in length: {t.size} vs {p.size}")
+    return {"tp": int(np.sum(t & p)), "fp": int(np.sum(~t & p)),
+            "tn": int(np.sum(~t & ~p)), "fn": int(np.sum(t & ~p))}
+
+
+def rates(y_true, y_pred) -> dict[str, float]:
+    """tpr (recall), fpr, tnr, fnr, ppv (precision) and fdr = 1 − ppv.
+
+    A rate whose denominator is zero is NaN (e.g. ppv with no positive prediction).
+
+    >>> r = rates([1, 0, 0, 0], [1, 1, 0, 0])
+    >>> (r["tpr"], round(r["fpr"], 3), r["ppv"])
+    (1.0, 0.333, 0.5)
+    """
+    c = confusion(y_true, y_pred)
+
+    def ratio(a: int, b: int) -> float:
+        return a / b if b else float("nan")
+
+    ppv = ratio(c["tp"], c["tp"] + c["fp"])
+    return {"tpr": ratio(c["tp"], c["tp"] + c["fn"]), "fpr": ratio(c["fp"], c["fp"] + c["tn"]),
+            "tnr": ratio(c["tn"], c["fp"] + c["tn"]), "fnr": ratio(c["fn"], c["tp"] + c["fn"]),
+            "ppv": ppv, "fdr": 1.0 - ppv if ppv == ppv else float("nan")}
+
+
+def roc(y_true, scores) -> dict[str, np.ndarray | float]:
+    """ROC curve and AUC (scikit-learn): ``fpr``, ``tpr``, ``thresholds`` arrays and ``auc``."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    t = np.asarray(y_true).astype(int).ravel()
+    s = np.asarray(scores, dtype=float).ravel()
+    if t.size != s.size:
+        raise ValueError(f"y_true and scores differ in length: {t.size} vs {s.size}")
+    if np.unique(t).size < 2:
+        raise ValueError("ROC needs both classes (failures and ok events) in y_true")
+    fpr, tpr, thr = roc_curve(t, s, drop_intermediate=False)
+    return {"fpr": fpr, "tpr": tpr, "thresholds": thr, "auc": float(roc_auc_score(t, s))}
+
+
+def sample_probabilities(tpr: float, fpr: float, p_ok: float = 1.0) -> dict[str, float]:
+    """Sample probabilities of Eq. 4.2: S(f+), S(t+), S(f−), S(t−) with P(E) = 1 − P(K).
+
+    ``p_ok`` = P(K) defaults to 1.0 (every sampled event is an ok event, the worst case for
+    false alarms); MOGON I measured ``MOGON_P_OK``.
+
+    >>> s = sample_probabilities(0.99, 0.01, p_ok=MOGON_P_OK)      # Eq. 4.3
+    >>> round(s["s_fp"], 6), round(s["s_tp"], 12)
+    (0.01, 9.865647e-06)
+    """
+    tpr_, fpr_, pk = (float(_check_probability(n, v)) for n, v in (("tpr", tpr), ("fpr", fpr), ("p_ok", p_ok)))
+    pe = 1.0 - pk
+    return {"s_fp": pk * fpr_, "s_tp": pe * tpr_, "s_fn": pe * (1.0 - tpr_), "s_tn": pk * (1.0 - fpr_)}
+
+
+def uc_probability(fpr, nodes, p_ok: float = 1.0) -> np.ndarray | float:
+    """UC(n) of Eq. 4.4: probability of at least one false alarm among ``nodes`` nodes.
+
+    ``fpr`` and ``nodes`` broadcast against each other (vectorised over node counts).
+    Closed form ``P(K)^n · (1 − (1 − fpr)^n)`` computed as
+    ``exp(n·log P(K)) · (−expm1(n·log1p(−fpr)))``.
+
+    >>> uc_probability(0.0001, [1, 1024, 2**18]).round(4).tolist()
+    [0.0001, 0.0973, 1.0]
+    """
+    f = _check_probability("fpr", fpr)
+    pk = float(_check_probability("p_ok", p_ok))
+    n = np.asarray(nodes, dtype=float)
+    if np.any(n < 0) or np.any(n != np.floor(n)):
+        raise ValueError(f"nodes must be non-negative integers, got {nodes!r}")
+    with np.errstate(divide="ignore"):
+        log_pk = np.log(pk) if pk > 0 else -np.inf
+        log_tn = np.log1p(-f)  # -inf when fpr == 1
+    keep = np.where(n == 0, 1.0, np.exp(n * log_pk)) if pk < 1 else np.ones_like(n)
+    with np.errstate(invalid="ignore"):
+        any_fp = np.where(n == 0, 0.0, -np.expm1(n * log_tn))
+    out = keep * any_fp
+    return float(out) if out.ndim == 0 else out
+
+
+def uc_crossing(fpr: float, level: float, p_ok: float = 1.0, max_nodes: int = 2**40) -> int | None:
+    """Smallest node count ``n`` with UC(n) ≥ ``level``; ``None`` if never reached up to ``max_nodes``.
+
+    With P(K) < 1, UC(n) first rises and then falls, so a level may never be reached.
+
+    >>> uc_crossing(0.01, 0.9)
+    230
+    """
+    f = float(_check_probability("fpr", fpr))
+    lv = float(_check_probability("level", level))
+    if lv <= 0:
+        return 0
+    if f == 0:
+        return None
+    if p_ok >= 1.0:  # closed form: 1 − (1 − f)^n ≥ level  ⇔  n ≥ log1p(−level) / log1p(−f)
+        if lv >= 1.0:
+            return 1 if f >= 1.0 else None
+        n = int(np.ceil(np.log1p(-lv) / np.log1p(-f) - 1e-9))
+        n = max(n, 1)
+        while n > 1 and uc_probability(f, n - 1) >= lv:  # guard float rounding at the boundary
+            n -= 1
+        while uc_probability(f, n) < lv:
+            n += 1
+        return n if n <= max_nodes else None
+    grid = np.unique(np.round(np.logspace(0, np.log10(max_nodes), 4000)).astype(np.int64))
+    uc = uc_probability(f, grid, p_ok)
+    hit = np.flatnonzero(uc >= lv)
+    if hit.size == 0:
+        return None
+    hi = int(grid[hit[0]])
+    lo = int(grid[hit[0] - 1]) if hit[0] > 0 else 0
+    while hi - lo > 1:  # UC is unimodal; below its peak it increases, so bisect
+        mid = (lo + hi) // 2
+        if uc_probability(f, mid, p_ok) >= lv:
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -1,0 +1,279 @@
+"""Decision policy: adaptive multilevel C/R decision tree (seed 003) with UC-aware gating.
+
+Given a node failure prediction with a lead time and the job on that node, the tree of
+seed 003 Fig. 4.2 chooses: live ``migrate`` to a spare node when the lead time covers the
+migration time and a spare exists; else a safeguard ``checkpoint`` when the lead time
+covers writing a checkpoint to the burst buffer and then the PFS; else nothing (the
+failure is imminent and the job restarts from its last periodic checkpoint). Tab. 4.1
+says when the periodic schedule shifts (:func:`shift_schedule`). Optionally the warning
+is held back for large jobs whose UC(n) (seed 000 Eq. 4.4) exceeds a ceiling.
+
+The streaming decision agent and the cluster simulator both call :func:`decide`.
+Times are epoch seconds unless a name says ``_h`` (hours) or ``_s`` (seconds).
+
+>>> costs = SiteCosts()
+>>> pred = {"node": "n1", "time": 1000.0, "warn": True, "lead_minutes": 5.0,
+...         "failure_probability": 0.9, "model": "ensemble"}
+>>> job = {"job_id": "42", "nodes": ["n1", "n2"], "num_nodes": 2, "start_time": 0.0,
+...        "time_limit_s": 36000, "memory_gb": 64}
+>>> [a["kind"] for a in decide(pred, job, spare_nodes=1, costs=costs)]
+['migrate']
+>>> [a["kind"] for a in decide(pred, job, spare_nodes=0, costs=costs)]
+['checkpoint']
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["SiteCosts", "Decision", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
+           "checkpoint_recommendation", "BRANCHES"]
+
+#: branch names of Fig. 4.2 as they appear in action reasons
+BRANCHES = ("migrate:lead>=migration", "checkpoint:lead>=safeguard", "checkpoint:no-spare",
+            "none:imminent-failure")
+
+
+@dataclass(frozen=True)
+class SiteCosts:
+    """Per-site cost model (defaults: Summit figures of seed 003 §4.2, §4.4).
+
+    Migration time = memory to move / inter-node bandwidth (512 GB at 12.5 GB/s ≈ 41 s).
+    Safeguard checkpoint time = size / burst-buffer write bandwidth + size / PFS
+    bandwidth per node (written one after another, §4.1); without a burst buffer
+    (``bb_write_gbs=None``) only the PFS write counts. A job may override the memory
+    (``memory_gb``) and checkpoint size (``checkpoint_gb``).
+    """
+
+    node_memory_gb: float = 512.0
+    migration_gbs: float = 12.5
+    bb_write_gbs: float | None = 2.1
+    pfs_write_gbs: float = 1.0
+    checkpoint_fraction: float = 1.0  # checkpoint size as a fraction of the job's memory per node
+    spare_per_migration: int = 1
+
+    def __post_init__(self):
+        for name in ("node_memory_gb", "migration_gbs", "pfs_write_gbs", "checkpoint_fraction"):
+            if not (getattr(self, name) > 0 and math.isfinite(getattr(self, name))):
+                raise ValueError(f"SiteCosts.{name} must be finite and > 0")
+        if self.bb_write_gbs is not None and not self.bb_write_gbs > 0:
+            raise ValueError("SiteCosts.bb_write_gbs must be > 0 or None")
+
+    def migration_seconds(self, memory_gb: float | None = None) -> float:
+        """Time to live-migrate one node's memory."""
+        mem = self.node_memory_gb if memory_gb is None else float(memory_gb)
+        return mem / self.migration_gbs
+
+    def checkpoint_seconds(self, size_gb: float | None = None, memory_gb: float | None = None) -> float:
+        """Time to commit a safeguard checkpoint (burst buffer, then PFS)."""
+        mem = self.node_memory_gb if memory_gb is None else float(memory_gb)
+        size = mem * self.checkpoint_fraction if size_gb is None else float(size_gb)
+        bb = 0.0 if self.bb_write_gbs is None else size / self.bb_write_gbs
+        return bb + size / self.pfs_write_gbs
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Outcome of the Fig. 4.2 tree: ``kind`` in migrate/checkpoint/none, the ``branch``
+    taken, and the quantities compared."""
+
+    kind: str
+    branch: str
+    lead_s: float
+    migration_s: float
+    safeguard_ckpt_s: float
+    spare_available: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def multilevel_decision(lead_s: float, migration_s: float, safeguard_ckpt_s: float,
+                        spare_available: bool) -> Decision:
+    """Seed 003 Fig. 4.2 for a predicted failure: migrate ≻ safeguard checkpoint ≻ nothing.
+
+    >>> multilevel_decision(60, 41, 300, True).kind
+    'migrate'
+    >>> multilevel_decision(60, 41, 30, False).branch
+    'checkpoint:no-spare'
+    >>> multilevel_decision(20, 41, 30, True).kind
+    'none'
+    """
+    for name, value in (("lead_s", lead_s), ("migration_s", migration_s), ("safeguard_ckpt_s", safeguard_ckpt_s)):
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    args = (float(lead_s), float(migration_s), float(safeguard_ckpt_s), bool(spare_available))
+    if lead_s >= migration_s and spare_available:
+        return Decision("migrate", BRANCHES[0], *args)
+    if lead_s >= safeguard_ckpt_s:
+        branch = BRANCHES[2] if lead_s >= migration_s else BRANCHES[1]
+        return Decision("checkpoint", branch, *args)
+    return Decision("none", BRANCHES[3], *args)
+
+
+_SCHEDULE_CHANGES = {  # seed 003 Tab. 4.1: (action, phase the failure falls in) -> schedule changes?
+    ("migrate", "checkpoint_bb"): True, ("migrate", "bleed_off"): True, ("migrate", "computation"): False,
+    ("checkpoint", "checkpoint_bb"): False, ("checkpoint", "bleed_off"): False, ("checkpoint", "computation"): True,
+    ("none", "checkpoint_bb"): True, ("none", "bleed_off"): True, ("none", "computation"): True,
+}
+
+
+def shift_schedule(kind: str, phase: str, next_checkpoint: float, action_end: float, interval_s: float) -> float:
+    """Next periodic checkpoint time after a proactive action (seed 003 Tab. 4.1, Fig. 4.4).
+
+    ``phase`` is where the predicted failure falls: ``checkpoint_bb``, ``bleed_off`` or
+    ``computation``. Unchanged schedules return ``next_checkpoint``. A safeguard
+    checkpoint restarts the period at its end; a migration that interrupted a checkpoint
+    redoes it when the migration ends; after an (unavoided) failure the period restarts at
+    recovery (``action_end``).
+
+    >>> shift_schedule("checkpoint", "computation", 5000.0, 1200.0, 3600.0)
+    4800.0
+    >>> shift_schedule("migrate", "computation", 5000.0, 1200.0, 3600.0)
+    5000.0
+    """
+    try:
+        changes = _SCHEDULE_CHANGES[(kind, phase)]
+    except KeyError:
+        raise ValueError(f"unknown action/phase {kind!r}/{phase!r}") from None
+    if interval_s <= 0:
+        raise ValueError("interval_s must be > 0")
+    if not changes:
+        return float(next_checkpoint)
+    if kind == "migrate":
+        return float(action_end)
+    return float(action_end) + float(interval_s)
+
+
+def uc_gate(fpr: float, nodes: int, ceiling: float, p_ok: float = 1.0) -> tuple[bool, float]:
+    """Allow a warning for a job on ``nodes`` nodes only if UC(fpr, n) <= ``ceiling``.
+
+    UC(n) (seed 000 Eq. 4.4) is the probability that a job on n nodes gets an unnecessary
+    checkpoint; it comes from :func:`hpcguard.models.metrics.uc_probability`.
+    """
+    from hpcguard.models.metrics import uc_probability
+
+    if not 0.0 <= ceiling <= 1.0:
+        raise ValueError("ceiling must be in [0, 1]")
+    uc = float(uc_probability(fpr, int(nodes), p_ok=p_ok))
+    return uc <= ceiling, uc
+
+
+def _job_nodes(job: dict) -> list[str]:
+    nodes = job.get("nodes") or []
+    if isinstance(nodes, str):
+        nodes = [n for n in nodes.split(",") if n]
+    return [str(n) for n in nodes]
+
+
+def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCosts,
+           ensemble_fpr: float | None = None, uc_ceiling: float | None = None,
+           now: float | None = None) -> list[dict]:
+    """Actions for one node prediction (the one policy code path of agent and simulator).
+
+    Parameters
+    ----------
+    prediction
+        ``node``, ``time`` (epoch s of the prediction), ``warn``, ``lead_minutes``,
+        ``failure_probability``, ``model``.
+    job
+        The job on the node (``job_id``, ``nodes``, ``num_nodes``, ``start_time``,
+        ``time_limit_s``, optional ``last_checkpoint_time``, ``memory_gb``,
+        ``checkpoint_gb``) or ``None`` for an idle node (→ ``drain``).
+    spare_nodes
+        Size of the spare pool (e.g. :func:`hpcguard.models.fars.spare_pool`).
+    ensemble_fpr, uc_ceiling
+        With both, a warning for a job whose UC(n) exceeds the ceiling is held back
+        (no action); otherwise ``uc`` is reported in the reason.
+
+    Returns
+    -------
+    list of dict
+        Zero or one action: ``kind`` (migrate/checkpoint/drain), ``job_id``, ``nodes``,
+        ``deadline`` (predicted failure time), ``source`` ("policy") and ``reason``
+        (branch, inputs, lead_minutes, expected_node_hours_saved, uc if gated).
+        Expected node-hours saved: migrate ``p n (deadline − t_last)/3600`` (the work a
+        failure would lose); checkpoint ``p n (now − t_last)/3600 − n t_ckpt/3600``.
+    """
+    for key in ("node", "time", "warn", "lead_minutes"):
+        if key not in prediction:
+            raise ValueError(f"prediction lacks {key!r}")
+    if not prediction["warn"]:
+        return []
+    lead_min = float(prediction["lead_minutes"])
+    pred_time = float(prediction["time"])
+    if not (lead_min >= 0 and math.isfinite(lead_min) and math.isfinite(pred_time)):
+        raise ValueError(f"bad prediction time/lead: {prediction!r}")
+    prob = prediction.get("failure_probability")
+    prob = 1.0 if prob is None else float(prob)
+    if not 0.0 <= prob <= 1.0:
+        raise ValueError(f"failure_probability must be in [0, 1], got {prob!r}")
+    if spare_nodes < 0:
+        raise ValueError("spare_nodes must be >= 0")
+    now = pred_time if now is None else float(now)
+    deadline = pred_time + lead_min * 60.0
+    lead_s = max(deadline - now, 0.0)
+    node = str(prediction["node"])
+    base_reason = {"model": prediction.get("model"), "failure_probability": prob, "lead_minutes": lead_s / 60.0,
+                   "predicted_node": node}
+    if job is None:
+        return [{"kind": "drain", "job_id": None, "nodes": [node], "deadline": deadline, "source": "policy",
+                 "reason": {**base_reason, "branch": "drain:idle-node", "inputs": {"spare_nodes": int(spare_nodes)},
+                            "expected_node_hours_saved": 0.0}}]
+    if "job_id" not in job:
+        raise ValueError("job lacks 'job_id'")
+    nodes = _job_nodes(job)
+    n = int(job.get("num_nodes") or len(nodes) or 1)
+    uc_info = {}
+    if ensemble_fpr is not None and uc_ceiling is not None:
+        allowed, uc = uc_gate(ensemble_fpr, n, uc_ceiling)
+        uc_info = {"uc": uc, "uc_ceiling": float(uc_ceiling), "ensemble_fpr": float(ensemble_fpr)}
+        if not allowed:
+            return []
+    migration_s = costs.migration_seconds(job.get("memory_gb"))
+    safeguard_s = costs.checkpoint_seconds(job.get("checkpoint_gb"), job.get("memory_gb"))
+    decision = multilevel_decision(lead_s, migration_s, safeguard_s, spare_nodes >= costs.spare_per_migration)
+    t_last = job.get("last_checkpoint_time")
+    t_last = float(job.get("start_time", now) if t_last is None else t_last)
+    inputs = {"lead_s": lead_s, "migration_s": migration_s, "safeguard_ckpt_s": safeguard_s,
+              "spare_nodes": int(spare_nodes), "num_nodes": n, "last_checkpoint_time": t_last,
+              "site_costs": costs.to_dict()}
+    reason = {**base_reason, "branch": decision.branch, "inputs": inputs, **uc_info}
+    if decision.kind == "migrate":
+        saved = prob * n * max(deadline - t_last, 0.0) / 3600.0
+        return [{"kind": "migrate", "job_id": str(job["job_id"]), "nodes": [node], "deadline": deadline,
+                 "source": "policy", "reason": {**reason, "expected_node_hours_saved": saved}}]
+    if decision.kind == "checkpoint":
+        saved = prob * n * max(now - t_last, 0.0) / 3600.0 - n * safeguard_s / 3600.0
+        return [{"kind": "checkpoint", "job_id": str(job["job_id"]), "nodes": nodes or [node], "deadline": deadline,
+                 "source": "policy", "reason": {**reason, "expected_node_hours_saved": saved}}]
+    return []
+
+
+def checkpoint_recommendation(job: dict, mtbf_h: float, ckpt_cost_h: float, shape: float | None = None,
+                              system_nodes: int = 1, now: float | None = None) -> dict:
+    """Aware periodic-checkpoint interval for a job at its start (seed 000 Algorithm 1).
+
+    ``mtbf_h`` is the machine MTBF, scaled to the job by Eq. 3.14 with ``system_nodes``;
+    the runtime is the job's time limit. Returns a dict with ``job_id``, ``interval_h``
+    (``None`` when not checkpointing is cheapest), ``expected_cost_h``,
+    ``no_checkpoint``, ``failure_probability``, ``job_mtbf_h``, ``first_checkpoint_time``.
+    """
+    from hpcguard.models.checkpoint import aware_interval
+
+    if "job_id" not in job or "time_limit_s" not in job:
+        raise ValueError("job needs 'job_id' and 'time_limit_s'")
+    n = int(job.get("num_nodes") or len(_job_nodes(job)) or 1)
+    runtime_h = float(job["time_limit_s"]) / 3600.0
+    res = aware_interval(runtime_h, ckpt_cost_h, mtbf_h, shape=shape, nodes=n, system_nodes=max(system_nodes, n))
+    start = float(job.get("start_time", now if now is not None else 0.0))
+    interval = None if res.no_checkpoint else res.interval_h
+    return {"job_id": str(job["job_id"]), "method": "aware", "interval_h": interval,
+            "expected_cost_h": res.expected_cost_h, "no_checkpoint": res.no_checkpoint,
+            "no_checkpoint_cost_h": res.no_checkpoint_cost_h, "failure_probability": res.failure_probability,
+            "job_mtbf_h": res.mtbf_h, "runtime_h": runtime_h, "ckpt_cost_h": float(ckpt_cost_h),
+            "first_checkpoint_time": None if interval is None else start + interval * 3600.0,
+            "source": "policy"}

@@ -1,0 +1,755 @@
+"""Synthetic cluster telemetry with ground-truth failures, precursors and benign anomalies.
+
+The generator is pure numpy (no file I/O; :mod:`hpcguard.simulators.writers` writes
+the recorded-data directory of ``docs/formats.md``).  It produces, for ``N`` nodes
+``n001..nNNN`` (``component_id`` = index + 1) over ``hours`` from ``start``:
+
+* 1 s Lustre client counters (LDMS ``lustre_client``), 15 s OS samplers
+  (``procstat``, ``loadavg``, ``meminfo``, ``diskusage``, ``procnetdev``) and 15 s BMC
+  sensors (FreeIPMI names such as ``CPU1 Temp``, ``FAN1A``, ``Vcore``, ``PS1 Temp`` plus
+  unmapped extras like ``System Temp`` and an occasional ``N/A`` reading);
+* a Slurm job table (what ``sacct --parsable2`` shows);
+* ground truth: failures (``time,node,job_id,cause``) and anomalies
+  (``start,end,node,kind,leads_to_failure``).
+
+Model
+-----
+Failures
+    Each node is an alternating renewal process: up-times are Weibull with shape
+    ``k = weibull_shape`` (< 1: decreasing hazard, default 0.7) and mean
+    ``mtbf_hours`` (scale ``mtbf / Γ(1 + 1/k)``), each failure followed by a repair of
+    ``repair_minutes`` (uniform).  The process starts ``5 × mtbf`` before ``start`` so
+    the recorded window is stationary: the expected number of failures is
+    ``N · T / (mtbf + mean repair)``.  A node in repair (possibly at ``start``) writes
+    nothing: its samples are missing, never invented.  The reboot after a repair
+    resets its cumulative counters (lustre_client, procstat, procnetdev); besides,
+    ``counter_reset_rate`` per node-day a Lustre or network counter restarts from 0
+    without a gap (stats cleared, interface re-created), listed in ``meta.json``.
+Precursors
+    A fraction ``precursor_fraction`` of the failures is preceded, from a lead
+    uniform in ``precursor_lead_minutes`` (2–10 min), by one hardware precursor whose
+    strength ramps as ``a · x^p`` (``x`` the fraction of the window elapsed, ``a`` in
+    0.5–1, ``p`` in 1–2.5) towards the failure.  Kinds: ``fan`` (fan RPM falls, CPU
+    temperature rises), ``voltage`` (Vcore sags and gets noisy), ``psu`` (PSU
+    temperatures rise), ``stall`` (load, cpu_user, Lustre IO and network bytes drop).
+    A failure whose preceding up-time is shorter than the minimum lead has none.
+    ``failures.csv`` names the precursor kind as ``cause`` (``no_precursor`` if none).
+Benign anomalies
+    ``anomaly_rate`` per node-day of the same kinds, lasting ``anomaly_minutes``, with a
+    weaker hump-shaped strength (0.25–0.8), outside down-times and precursor windows;
+    they end without a failure (``leads_to_failure = 0``).
+Baseline
+    Per-node offsets; ambient temperature with a daily cycle; CPU temperature
+    (≈ 40–62 °C), fan speed (≈ 3000–9000 RPM), Vcore (≈ 1.0–1.2 V) and PSU temperature
+    (≈ 30–45 °C) follow the lagged CPU utilisation of the running job.  Load follows
+    job occupancy through the kernel's 1/5/15-min exponential averages; memory and
+    disk usage vary slowly; Lustre and network bytes follow the running job's IO
+    profile (input read at start, steady IO, periodic checkpoint write bursts).
+Jobs
+    Poisson submissions sized to a target utilisation, with a daily cycle (±40 %,
+    peak mid-afternoon UTC); sizes mostly 1–4 nodes, some 8–32 (capped by ``N``);
+    log-normal run times (minutes to hours); first-fit in submit order onto idle up
+    nodes; a job whose node fails ends at the failure with state ``NODE_FAIL`` (its id
+    is the ``job_id`` of that failure); some jobs fail by themselves (``FAILED``) or
+    hit their time limit (``TIMEOUT``).  Jobs export their id as the
+    LDMS ``job_id`` of their nodes.  The scheduler starts ``warmup_hours`` early so the
+    cluster is busy at ``start``.
+Seams for the PFS simulator (:mod:`hpcguard.simulators.pfs`)
+    :attr:`Telemetry.jobs` is the job table (ids, nodes, times, IO profile;
+    :meth:`Telemetry.job_dicts` gives ``simulate_pfs(jobs=...)`` its input) and
+    ``io_slowdown`` (a per-second factor ``>= 1``, ones by default) divides every
+    node's Lustre rates.
+
+Example
+-------
+>>> tel = generate_telemetry(nodes=4, hours=0.5, seed=1)
+>>> tel.lustre.shape, tel.ipmi.shape[-1] == len(IPMI_SENSORS)
+((4, 1800, 2), True)
+>>> c = tel.summary()["counts"]
+>>> c["anomalies"] == c["precursors"] + c["benign_anomalies"]
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+from scipy.signal import lfilter
+from scipy.special import gamma
+
+DEFAULT_START = 1679682800.0
+MAX_NODE_SECONDS = 5e7  # ≈ 8 GB of 1 s arrays (64 nodes × 9 days)
+ANOMALY_KINDS: tuple[str, ...] = ("fan", "voltage", "psu", "stall")
+
+# LDMS schemas: name -> (period_s, metric columns)
+LDMS_SCHEMAS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "lustre_client": (1, ("read_bytes", "write_bytes")),
+    "procstat": (15, ("cpu_user", "cpu_nice", "cpu_sys", "cpu_idle", "cpu_iowait")),
+    "loadavg": (15, ("load1min", "load5min", "load15min")),
+    "meminfo": (15, ("MemTotal", "MemFree", "MemAvailable")),
+    "diskusage": (15, ("used_kb", "size_kb")),
+    "procnetdev": (15, ("rx_bytes#eth0", "tx_bytes#eth0")),
+}
+
+# BMC sensors: (record id, name, type, units); the discrete one reads N/A with an event.
+IPMI_SENSORS: tuple[tuple[int, str, str, str], ...] = (
+    (1, "Inlet Temp", "Temperature", "C"),
+    (2, "System Temp", "Temperature", "C"),
+    (3, "CPU1 Temp", "Temperature", "C"),
+    (4, "CPU2 Temp", "Temperature", "C"),
+    (5, "PS1 Temp", "Temperature", "C"),
+    (6, "PS2 Temp", "Temperature", "C"),
+    (7, "Vcore", "Voltage", "V"),
+    (8, "12V", "Voltage", "V"),
+    (9, "FAN1A", "Fan", "RPM"),
+    (10, "FAN1B", "Fan", "RPM"),
+    (11, "FAN2A", "Fan", "RPM"),
+    (12, "FAN2B", "Fan", "RPM"),
+)
+IPMI_DISCRETE: tuple[tuple[int, str, str, str, str], ...] = (
+    (13, "PS1 Status", "Power Supply", "N/A", "'Presence detected'"),
+)
+_S = {name: i for i, (_, name, _, _) in enumerate(IPMI_SENSORS)}
+_FANS = [_S[f] for f in ("FAN1A", "FAN1B", "FAN2A", "FAN2B")]
+_QUANTUM = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.01, 0.06, 60.0, 60.0, 60.0, 60.0])
+
+_SIZES = np.array([1, 2, 4, 8, 16, 32])
+_SIZE_P = np.array([0.42, 0.2, 0.2, 0.1, 0.05, 0.03])
+
+
+@dataclass
+class TelemetryParams:
+    """Model parameters (defaults give ~4–8 failures for 32 nodes × 2 h).
+
+    Attributes
+    ----------
+    start : epoch seconds of the first sample (fixed default for reproducible files).
+    mtbf_hours : mean up-time between failures of one node.
+    weibull_shape : Weibull shape ``k`` of the up-times (< 1: infant-mortality hazard).
+    repair_minutes : (low, high) uniform repair time after a failure.
+    precursor_fraction : fraction of failures preceded by a hardware precursor.
+    precursor_lead_minutes : (low, high) uniform precursor lead before the failure.
+    anomaly_rate : benign anomalies per node-day.
+    anomaly_minutes : (low, high) uniform duration of a benign anomaly.
+    kind_weights : relative frequency of the anomaly kinds ``fan, voltage, psu, stall``.
+    utilization : target fraction of node-time occupied by jobs (sets the submit rate).
+    runtime_median_minutes, runtime_sigma : log-normal job run times.
+    warmup_hours : the scheduler and the failure process run this long before ``start``.
+    cores_per_node : cores (load ≈ cores × utilisation; jiffies at 100 Hz per core).
+    na_rate : probability that one BMC reading is ``N/A``.
+    counter_reset_rate : counter resets per node-day without a reboot (Lustre stats
+        cleared or the network interface re-created), on top of the reset at every reboot.
+    first_job_id : id of the first generated job.
+    io_slowdown : optional per-second factor ``>= 1`` (length ``ceil(hours·3600)``
+        rounded up to 15 s) dividing every node's Lustre rates (PFS degradation hook).
+    """
+
+    start: float = DEFAULT_START
+    mtbf_hours: float = 10.0
+    weibull_shape: float = 0.7
+    repair_minutes: tuple[float, float] = (10.0, 40.0)
+    precursor_fraction: float = 0.85
+    precursor_lead_minutes: tuple[float, float] = (2.0, 10.0)
+    anomaly_rate: float = 2.0
+    anomaly_minutes: tuple[float, float] = (1.0, 10.0)
+    kind_weights: tuple[float, float, float, float] = (0.35, 0.2, 0.2, 0.25)
+    utilization: float = 0.9
+    runtime_median_minutes: float = 15.0
+    runtime_sigma: float = 1.2
+    warmup_hours: float = 4.0
+    cores_per_node: int = 48
+    na_rate: float = 5e-4
+    counter_reset_rate: float = 1.0
+    first_job_id: int = 4001
+    io_slowdown: Optional[np.ndarray] = field(default=None, repr=False)
+
+    def validate(self, nodes: int, hours: float) -> None:
+        """Raise ``ValueError`` with a clear message for impossible settings."""
+        checks = [
+            (nodes >= 1, f"nodes must be >= 1 (got {nodes})"),
+            (hours > 0, f"hours must be > 0 (got {hours})"),
+            (nodes * hours * 3600.0 <= MAX_NODE_SECONDS,
+             f"{nodes} nodes × {hours} h is {nodes * hours * 3600.0:.3g} node-seconds; the generator holds "
+             f"~160 bytes per node-second in memory, so at most {MAX_NODE_SECONDS:.0e} per run "
+             "(use fewer nodes or hours)"),
+            (self.mtbf_hours > 0, f"mtbf_hours must be > 0 (got {self.mtbf_hours})"),
+            (self.weibull_shape > 0, f"weibull_shape must be > 0 (got {self.weibull_shape})"),
+            (0 <= self.precursor_fraction <= 1, f"precursor_fraction must be in [0, 1] (got {self.precursor_fraction})"),
+            (self.anomaly_rate >= 0, f"anomaly_rate must be >= 0 (got {self.anomaly_rate})"),
+            (0 < self.utilization <= 1, f"utilization must be in (0, 1] (got {self.utilization})"),
+            (0 < self.precursor_lead_minutes[0] <= self.precursor_lead_minutes[1],
+             f"precursor_lead_minutes must be 0 < low <= high (got {self.precursor_lead_minutes})"),
+            (0 < self.anomaly_minutes[0] <= self.anomaly_minutes[1],
+             f"anomaly_minutes must be 0 < low <= high (got {self.anomaly_minutes})"),
+            (0 < self.repair_minutes[0] <= self.repair_minutes[1],
+             f"repair_minutes must be 0 < low <= high (got {self.repair_minutes})"),
+            (len(self.kind_weights) == len(ANOMALY_KINDS) and min(self.kind_weights) >= 0
+             and sum(self.kind_weights) > 0,
+             f"kind_weights must be {len(ANOMALY_KINDS)} non-negative weights for {ANOMALY_KINDS}"),
+            (0 <= self.na_rate < 1, f"na_rate must be in [0, 1) (got {self.na_rate})"),
+            (self.counter_reset_rate >= 0, f"counter_reset_rate must be >= 0 (got {self.counter_reset_rate})"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["io_slowdown"] = None if self.io_slowdown is None else "custom"
+        return d
+
+
+@dataclass
+class Telemetry:
+    """Everything :func:`generate_telemetry` produced.
+
+    Arrays are node-major: ``(N, T1)`` on the 1 s grid, ``(N, T15)`` on the 15 s grid.
+    ``up1``/``up15`` say whether a node is up (and reports) at each sample.  Times in
+    ``jobs``, ``failures`` and ``anomalies`` are seconds from ``start``; ``failures`` and
+    ``anomalies`` name nodes by index into ``nodes``.
+    """
+
+    start: float
+    nodes: list[str]
+    up1: np.ndarray            # (N, T1) bool
+    up15: np.ndarray           # (N, T15) bool
+    job1: np.ndarray           # (N, T1) LDMS job_id (0 = none)
+    job15: np.ndarray          # (N, T15)
+    usec1: np.ndarray          # (N, T1) microsecond offset of each lustre_client row
+    usec15: np.ndarray         # (N, T15) microsecond offset of each 15 s LDMS row
+    lustre: np.ndarray         # (N, T1, 2) cumulative read/write bytes
+    ldms15: dict[str, np.ndarray]  # schema -> (N, T15, M)
+    ipmi: np.ndarray           # (N, T15, S) readings, NaN = N/A
+    ipmi_ms: np.ndarray        # (N, T15) poll time offset in ms
+    jobs: dict[str, np.ndarray]
+    failures: list[dict]
+    anomalies: list[dict]
+    params: TelemetryParams
+    seed: int
+    down_at_start: list[str] = field(default_factory=list)
+    counter_resets: list[dict] = field(default_factory=list)  # resets without a reboot
+
+    @property
+    def end(self) -> float:
+        return self.start + self.up1.shape[1]
+
+    def n_values(self) -> int:
+        """Sensor/metric values generated for up samples (the throughput unit)."""
+        n = int(self.up1.sum()) * self.lustre.shape[-1]
+        per15 = sum(a.shape[-1] for a in self.ldms15.values()) + self.ipmi.shape[-1]
+        return n + int(self.up15.sum()) * per15
+
+    def job_dicts(self) -> list[dict]:
+        """Started jobs as dicts with epoch times (input of ``simulate_pfs(jobs=...)``).
+
+        Keys: ``job_id, user, name, num_nodes, nodes`` (list of names), ``submit, start,
+        end`` (epoch; ``end`` NaN while running at the window end), ``runtime_s``
+        (nominal), ``state`` and the IO profile ``read_rate, write_rate`` (bytes/s per
+        node), ``ckpt_period_s, ckpt_burst_s, comm_rate, cpu_intensity, mem_frac``.
+        """
+        j = self.jobs
+        keys = ("user", "name", "state", "runtime_s", "read_rate", "write_rate", "ckpt_period_s", "ckpt_burst_s",
+                "comm_rate", "cpu_intensity", "mem_frac")
+        out = []
+        for i in np.flatnonzero(np.isfinite(j["start"]) & j["visible"]):
+            d = {"job_id": int(j["job_id"][i]), "num_nodes": int(j["num_nodes"][i]),
+                 "nodes": [self.nodes[n] for n in j["node_index"][i]],
+                 "submit": self.start + float(j["submit"][i]), "start": self.start + float(j["start"][i]),
+                 "end": self.start + float(j["end"][i]) if j["state"][i] != "RUNNING" else float("nan")}
+            d.update({k: _py(j[k][i]) for k in keys})
+            out.append(d)
+        return out
+
+    def summary(self) -> dict:
+        kinds = [a["kind"] for a in self.anomalies]
+        jobs_in_window = int(np.sum(self.jobs["visible"]))
+        return {
+            "nodes": self.nodes, "start": self.start, "end": self.end, "seed": self.seed,
+            "parameters": self.params.as_dict(),
+            "down_at_start": self.down_at_start,
+            "counter_resets": [{**r, "time": self.start + r["time"], "node": self.nodes[r["node"]]}
+                               for r in self.counter_resets],
+            "counts": {
+                "failures": len(self.failures),
+                "failures_with_job": sum(1 for f in self.failures if f["job_id"]),
+                "anomalies": len(self.anomalies),
+                "precursors": sum(a["leads_to_failure"] for a in self.anomalies),
+                "benign_anomalies": sum(1 - a["leads_to_failure"] for a in self.anomalies),
+                "anomaly_kinds": {k: kinds.count(k) for k in ANOMALY_KINDS},
+                "jobs": jobs_in_window,
+                "jobs_node_fail": int(np.sum(self.jobs["visible"] & (self.jobs["state"] == "NODE_FAIL"))),
+                "samples": {"lustre_client": int(self.up1.sum()),
+                            **{s: int(self.up15.sum()) for s in self.ldms15}, "ipmi_polls": int(self.up15.sum())},
+                "values": self.n_values(),
+            },
+        }
+
+
+def _py(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+# --------------------------------------------------------------------------- failures
+def failure_schedule(rng: np.random.Generator, n_nodes: int, duration_s: float, mtbf_s: float, shape: float,
+                     repair_s: tuple[float, float], burn_in_s: Optional[float] = None) -> dict[str, np.ndarray]:
+    """Weibull alternating renewal process per node, started ``burn_in_s`` before 0.
+
+    Returns arrays ``node``, ``fail``, ``repaired`` (seconds from the window start) of
+    every cycle whose failure happens before ``duration_s``, sorted by failure time.
+
+    >>> s = failure_schedule(np.random.default_rng(0), 100, 3600.0 * 100, 36000.0, 0.7, (600, 1800))
+    >>> bool((s["repaired"] > s["fail"]).all())
+    True
+    """
+    scale = mtbf_s / gamma(1.0 + 1.0 / shape)
+    t = np.full(n_nodes, -(5.0 * mtbf_s if burn_in_s is None else burn_in_s))
+    node, fail, rep = [], [], []
+    idx = np.arange(n_nodes)
+    while (t < duration_s).any():
+        up = scale * rng.weibull(shape, n_nodes)
+        repair = rng.uniform(repair_s[0], repair_s[1], n_nodes)
+        f = t + up
+        keep = (t < duration_s) & (f < duration_s)
+        node.append(idx[keep]); fail.append(f[keep]); rep.append(f[keep] + repair[keep])
+        t = np.where(t < duration_s, f + repair, t)
+    node_a, fail_a, rep_a = (np.concatenate(x) for x in (node, fail, rep))
+    order = np.argsort(fail_a, kind="stable")
+    return {"node": node_a[order], "fail": fail_a[order], "repaired": rep_a[order]}
+
+
+def expected_failures(n_nodes: int, duration_s: float, mtbf_s: float, repair_s: tuple[float, float]) -> float:
+    """Expected failures of the stationary alternating renewal process in a window."""
+    return n_nodes * duration_s / (mtbf_s + 0.5 * (repair_s[0] + repair_s[1]))
+
+
+# --------------------------------------------------------------------------- jobs
+def _generate_jobs(rng: np.random.Generator, n_nodes: int, t_from: float, t_to: float,
+                   p: TelemetryParams) -> dict[str, np.ndarray]:
+    sizes_p = np.where(_SIZES <= n_nodes, _SIZE_P, 0.0)
+    sizes_p /= sizes_p.sum()
+    mu = np.log(p.runtime_median_minutes * 60.0)
+    mean_runtime = np.exp(mu + p.runtime_sigma ** 2 / 2)
+    rate = p.utilization * n_nodes / (float(np.dot(_SIZES, sizes_p)) * mean_runtime)  # jobs per second
+    # diurnal submissions: rate × (1 + 0.4 sin), peak mid-afternoon, by thinning a 1.4× process
+    cand = np.sort(rng.uniform(t_from, t_to, rng.poisson(1.4 * rate * (t_to - t_from))))
+    hour = ((p.start + cand) % 86400.0) / 3600.0
+    submit = cand[rng.random(cand.size) * 1.4 < 1.0 + 0.4 * np.sin(2 * np.pi * (hour - 9.0) / 24.0)]
+    m = submit.size
+    size = rng.choice(_SIZES, m, p=sizes_p)
+    runtime = np.clip(rng.lognormal(mu, p.runtime_sigma, m), 120.0, 24 * 3600.0)
+    limit = np.ceil(runtime * rng.uniform(1.1, 3.0, m) / 900.0) * 900.0
+    overrun = rng.random(m) < 0.05
+    limit = np.where(overrun, np.maximum(np.floor(runtime * 0.8 / 300.0) * 300.0, 300.0), limit)
+    app_fail = (~overrun) & (rng.random(m) < 0.04)
+    runtime = np.where(app_fail, runtime * rng.uniform(0.05, 1.0, m), runtime)
+    apps = np.array(["lmp", "gmx", "cp2k", "wrf", "nek5000", "python", "vasp", "openfoam"])
+    return {
+        "job_id": p.first_job_id + np.arange(m),
+        "user": np.array([f"user{u:03d}" for u in rng.integers(1, 40, m)]),
+        "name": apps[rng.integers(0, apps.size, m)],
+        "num_nodes": size.astype(int), "submit": submit, "runtime_s": runtime, "timelimit_s": limit,
+        "app_fail": app_fail,
+        # IO profile (per node): bytes/s read and write, checkpoint period and burst length
+        "read_rate": rng.lognormal(np.log(15e6), 1.2, m),
+        "write_rate": rng.lognormal(np.log(20e6), 1.2, m),
+        "ckpt_period_s": rng.uniform(300.0, 1800.0, m),
+        "ckpt_burst_s": rng.uniform(10.0, 60.0, m),
+        "comm_rate": np.where(size > 1, rng.lognormal(np.log(30e6), 0.8, m), 0.0),
+        "cpu_intensity": rng.uniform(0.55, 1.0, m),
+        "mem_frac": rng.uniform(0.08, 0.75, m),
+    }
+
+
+def _schedule_jobs(jobs: dict[str, np.ndarray], sched: dict[str, np.ndarray], n_nodes: int,
+                   t_end: float) -> tuple[dict[str, np.ndarray], dict[int, int]]:
+    """First-fit FCFS event simulation; returns the job table and ``failure index -> job row``."""
+    m = jobs["submit"].size
+    start = np.full(m, np.nan)
+    end = np.full(m, np.nan)
+    state = np.full(m, "PENDING", dtype=object)
+    nodes_of: list[list[int]] = [[] for _ in range(m)]
+    fail_job: dict[int, int] = {}
+    node_fail_times = [sched["fail"][sched["node"] == n] for n in range(n_nodes)]
+    up = np.ones(n_nodes, bool)
+    running = np.full(n_nodes, -1)
+    events: list[tuple] = []  # (time, priority, seq, kind, payload); fail < end < repair < submit
+    seq = 0
+    for i, (n, f, r) in enumerate(zip(sched["node"], sched["fail"], sched["repaired"])):
+        events += [(f, 0, seq, "fail", i), (r, 2, seq + 1, "repair", int(n))]
+        seq += 2
+    for j in range(m):
+        events.append((jobs["submit"][j], 3, seq, "submit", j))
+        seq += 1
+    heapq.heapify(events)
+    queue: list[int] = []
+    while events:
+        t, _, _, kind, x = heapq.heappop(events)
+        if t >= t_end:
+            break
+        if kind == "fail":
+            n = int(sched["node"][x])
+            up[n] = False
+            if running[n] >= 0:
+                fail_job[x] = int(running[n])
+        elif kind == "repair":
+            up[x] = True
+        elif kind == "end":
+            running[running == x] = -1
+        else:
+            queue.append(x)
+        # first-fit in submit order
+        free = up & (running < 0)
+        for q in list(queue):
+            k = int(jobs["num_nodes"][q])
+            if free.sum() >= k:
+                pick = np.flatnonzero(free)[:k]
+                free[pick] = False
+                running[pick] = q
+                queue.remove(q)
+                stop = t + min(jobs["runtime_s"][q], jobs["timelimit_s"][q])
+                st = ("TIMEOUT" if jobs["runtime_s"][q] > jobs["timelimit_s"][q]
+                      else "FAILED" if jobs["app_fail"][q] else "COMPLETED")
+                for n in pick:
+                    ft = node_fail_times[n]
+                    nxt = ft[np.searchsorted(ft, t, side="right")] if ft.size and ft[-1] > t else np.inf
+                    if nxt <= stop:
+                        stop, st = nxt, "NODE_FAIL"
+                start[q], end[q], state[q], nodes_of[q] = t, stop, st, [int(n) for n in pick]
+                heapq.heappush(events, (stop, 1, seq, "end", q))
+                seq += 1
+    running_at_end = np.isfinite(end) & (end >= t_end)
+    state[running_at_end] = "RUNNING"
+    out = dict(jobs)
+    node_index = np.empty(m, dtype=object)  # row -> int array of node indices
+    for q, picked in enumerate(nodes_of):
+        node_index[q] = np.array(picked, int)
+    out.update({"start": start, "end": end, "state": state.astype(str), "node_index": node_index})
+    out["visible"] = ~(np.isfinite(end) & (end < 0.0))  # ended before the window: not in sacct
+    return out, fail_job
+
+
+# --------------------------------------------------------------------------- anomalies
+def _place_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray],
+                     n_nodes: int, duration_s: float, p: TelemetryParams) -> list[dict]:
+    anomalies: list[dict] = []
+    lo, hi = (x * 60.0 for x in p.precursor_lead_minutes)
+    weights = np.asarray(p.kind_weights, float) / np.sum(p.kind_weights)
+    for i in np.flatnonzero((sched["fail"] >= 0) & (sched["fail"] < duration_s)):
+        n, f = int(sched["node"][i]), float(sched["fail"][i])
+        earlier = sched["repaired"][(sched["node"] == n) & (sched["fail"] < f)]
+        uptime = f - (earlier.max() if earlier.size else -np.inf)
+        has, lead = rng.random() < p.precursor_fraction, rng.uniform(lo, hi)
+        kind = ANOMALY_KINDS[rng.choice(len(ANOMALY_KINDS), p=weights)]
+        strength, power = rng.uniform(0.5, 1.0), rng.uniform(1.0, 2.5)
+        lead = min(lead, uptime)
+        if has and lead >= lo:
+            anomalies.append({"start": f - lead, "end": f, "node": n, "kind": kind, "leads_to_failure": 1,
+                              "strength": strength, "power": power})
+    busy = [[(a["start"] - 300.0, a["end"]) for a in anomalies if a["node"] == n] for n in range(n_nodes)]
+    for n, f, r in zip(sched["node"], sched["fail"], sched["repaired"]):
+        busy[int(n)].append((f - 60.0, r + 60.0))
+    count = rng.poisson(p.anomaly_rate * n_nodes * duration_s / 86400.0)
+    amin, amax = (x * 60.0 for x in p.anomaly_minutes)
+    for _ in range(count):
+        n = int(rng.integers(n_nodes))
+        length = rng.uniform(amin, amax)
+        kind = ANOMALY_KINDS[rng.choice(len(ANOMALY_KINDS), p=weights)]
+        strength = rng.uniform(0.25, 0.8)
+        for a in rng.uniform(0.0, max(duration_s - length, 1.0), 20):
+            if all(a + length <= s or a >= e for s, e in busy[n]):
+                anomalies.append({"start": a, "end": a + length, "node": n, "kind": kind, "leads_to_failure": 0,
+                                  "strength": strength, "power": 1.0})
+                busy[n].append((a, a + length))
+                break
+    anomalies.sort(key=lambda a: (a["start"], a["node"]))
+    return anomalies
+
+
+def _strength(a: dict, t: np.ndarray) -> np.ndarray:
+    """Anomaly strength at times ``t`` (seconds from start): ramp to failure or a hump."""
+    x = np.clip((t - a["start"]) / (a["end"] - a["start"]), 0.0, 1.0)
+    inside = (t >= a["start"]) & (t < a["end"])
+    shape = x ** a["power"] if a["leads_to_failure"] else np.sin(np.pi * x) ** 0.7
+    return np.where(inside, a["strength"] * shape, 0.0)
+
+
+# --------------------------------------------------------------------------- helpers
+def _ewma(x: np.ndarray, alpha: float) -> np.ndarray:
+    """Exponential moving average along the last axis, started at the first value."""
+    zi = (1 - alpha) * x[..., :1]
+    y, _ = lfilter([alpha], [1.0, -(1.0 - alpha)], x, axis=-1, zi=zi)
+    return y
+
+
+def _cumulative(inc: np.ndarray, reset: np.ndarray, initial: np.ndarray) -> np.ndarray:
+    """Cumulative counters along axis 1 that restart from 0 where ``reset`` is set.
+
+    ``inc`` is ``(N, T, ...)`` non-negative increments, ``reset`` ``(N, T)``,
+    ``initial`` the counter value before the first sample (same trailing shape).
+    """
+    c = np.cumsum(inc, axis=1)
+    r = reset.reshape(reset.shape + (1,) * (inc.ndim - 2))
+    base = np.where(r, c - inc, 0.0)
+    base = np.maximum.accumulate(base, axis=1)
+    first_segment = np.cumsum(reset, axis=1).reshape(r.shape) == 0
+    return c - base + np.where(first_segment, initial[:, None], 0.0)
+
+
+def _up_mask(sched: dict[str, np.ndarray], n_nodes: int, times: np.ndarray) -> np.ndarray:
+    up = np.ones((n_nodes, times.size), bool)
+    for n, f, r in zip(sched["node"], sched["fail"], sched["repaired"]):
+        if r > times[0] and f <= times[-1]:
+            a, b = np.searchsorted(times, [f, r])
+            up[int(n), a:b] = False
+    return up
+
+
+def _counter_resets(rng: np.random.Generator, up1: np.ndarray, up15: np.ndarray, rate_per_day: float,
+                    reboot1: np.ndarray, reboot15: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[dict]]:
+    """Reset masks of the Lustre (1 s) and network (15 s) counters: every reboot plus
+    Poisson resets without a gap (Lustre stats cleared, interface re-created)."""
+    N, T1 = up1.shape
+    n_resets = rng.poisson(rate_per_day * N * T1 / 86400.0)
+    r_node, r_sec = rng.integers(0, N, n_resets), rng.integers(15, max(T1, 16), n_resets)
+    r_lustre = rng.random(n_resets) < 0.5
+    lustre_reset, net_reset = reboot1.copy(), reboot15.copy()
+    counter_resets = []
+    for n, t, is_lustre in zip(r_node, np.minimum(r_sec, T1 - 1), r_lustre):
+        k = t // 15
+        if k < 1:
+            continue
+        if is_lustre and up1[n, t] and up1[n, t - 1]:
+            lustre_reset[n, t] = True
+            counter_resets.append({"time": float(t), "node": int(n), "schema": "lustre_client"})
+        elif not is_lustre and up15[n, k] and up15[n, k - 1]:
+            net_reset[n, k] = True
+            counter_resets.append({"time": float(k * 15), "node": int(n), "schema": "procnetdev"})
+    return lustre_reset, net_reset, counter_resets
+
+
+def _bmc_readings(rng: np.random.Generator, util: np.ndarray, anomalies: list[dict], times: np.ndarray,
+                  na_rate: float) -> np.ndarray:
+    """BMC readings ``(N, T15, len(IPMI_SENSORS))`` (NaN = N/A) from CPU utilisation and anomalies.
+
+    ``times`` are the epochs of the 15 s grid (ambient follows the time of day);
+    anomaly times are seconds from ``times[0]``.
+    """
+    N, T15 = util.shape
+    hour = (times % 86400.0) / 3600.0
+    ambient = 21.0 + rng.normal(0, 1.0, (N, 1)) + 1.5 * np.sin(2 * np.pi * (hour - 9.0) / 24.0)[None, :]
+    lag = _ewma(util, 1 - np.exp(-15.0 / 45.0))
+    S = len(IPMI_SENSORS)
+    ipmi = np.empty((N, T15, S))
+    ipmi[..., _S["Inlet Temp"]] = ambient
+    ipmi[..., _S["System Temp"]] = ambient + 8.0 + 6.0 * lag
+    cpu_off = rng.normal(0, 2.0, (N, 2))
+    ipmi[..., _S["CPU1 Temp"]] = ambient + 17.0 + cpu_off[:, :1] + 22.0 * lag
+    ipmi[..., _S["CPU2 Temp"]] = ambient + 15.0 + cpu_off[:, 1:] + 22.0 * lag
+    ps_off = rng.normal(0, 1.0, (N, 2))
+    ipmi[..., _S["PS1 Temp"]] = ambient + 10.0 + ps_off[:, :1] + 9.0 * lag
+    ipmi[..., _S["PS2 Temp"]] = ambient + 9.0 + ps_off[:, 1:] + 9.0 * lag
+    ipmi[..., _S["Vcore"]] = 1.16 + rng.normal(0, 0.015, (N, 1)) - 0.09 * lag
+    ipmi[..., _S["12V"]] = 12.05 + rng.normal(0, 0.05, (N, 1)) - 0.06 * lag
+    fan_base = 3000.0 + 5200.0 * lag + 120.0 * (ambient - 21.0)
+    fan_off = rng.normal(0, 150.0, (N, 4))
+    for i, s in enumerate(_FANS):
+        ipmi[..., s] = fan_base + fan_off[:, i:i + 1]
+    ipmi += rng.normal(0, 1, (N, T15, S)) * np.array([0.3, 0.3, 0.6, 0.6, 0.3, 0.3, 0.004, 0.02, 60, 60, 60, 60])
+    for a in anomalies:  # hardware anomalies
+        if a["kind"] == "stall":
+            continue
+        n = a["node"]
+        k0 = int(np.clip(np.floor(a["start"] / 15.0), 0, T15))
+        k1 = int(np.clip(np.ceil(a["end"] / 15.0) + 1, 0, T15))
+        if k1 <= k0:
+            continue
+        s = _strength(a, times[k0:k1] - times[0])
+        if a["kind"] == "fan":
+            for s_i in _FANS:
+                ipmi[n, k0:k1, s_i] *= 1.0 - 0.55 * s * rng.uniform(0.85, 1.15)
+            ipmi[n, k0:k1, _S["CPU1 Temp"]] += 20.0 * s
+            ipmi[n, k0:k1, _S["CPU2 Temp"]] += 14.0 * s
+        elif a["kind"] == "voltage":
+            ipmi[n, k0:k1, _S["Vcore"]] += -0.14 * s + rng.normal(0, 0.02, k1 - k0) * s
+        else:  # psu
+            ipmi[n, k0:k1, _S["PS1 Temp"]] += 14.0 * s
+            ipmi[n, k0:k1, _S["PS2 Temp"]] += 6.0 * s
+    ipmi = np.round(ipmi / _QUANTUM) * _QUANTUM
+    ipmi[rng.random((N, T15, S)) < na_rate] = np.nan
+    return ipmi
+
+
+# --------------------------------------------------------------------------- main entry
+def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
+                       params: Optional[TelemetryParams] = None, **overrides) -> Telemetry:
+    """Generate a cluster's telemetry and ground truth (no file I/O).
+
+    Parameters
+    ----------
+    nodes, hours, seed
+        Cluster size, recorded duration (rounded up to 15 s) and the seed of the
+        ``numpy.random.Generator``; the same arguments give identical output.
+    params, overrides
+        A :class:`TelemetryParams`, or its fields as keyword arguments.
+    """
+    p = dataclasses.replace(params or TelemetryParams(), **overrides)
+    p.validate(nodes, hours)
+    rng = np.random.default_rng(seed)
+    T15 = int(np.ceil(hours * 3600.0 / 15.0))
+    T1 = 15 * T15
+    dur = float(T1)
+    N = nodes
+    slow = np.ones(T1) if p.io_slowdown is None else np.asarray(p.io_slowdown, float)
+    if slow.shape != (T1,) or not np.all(slow > 0):
+        raise ValueError(f"io_slowdown must be {T1} positive per-second factors (got shape {slow.shape})")
+    names = [f"n{i:0{max(3, len(str(N)))}d}" for i in range(1, N + 1)]
+
+    # failures, jobs, anomalies
+    sched = failure_schedule(rng, N, dur, p.mtbf_hours * 3600.0, p.weibull_shape,
+                             (p.repair_minutes[0] * 60.0, p.repair_minutes[1] * 60.0))
+    warm = -p.warmup_hours * 3600.0
+    jobs, fail_job = _schedule_jobs(_generate_jobs(rng, N, warm, dur, p), sched, N, dur)
+    anomalies = _place_anomalies(rng, sched, N, dur, p)
+
+    t1 = np.arange(T1, dtype=float)
+    t15 = np.arange(T15, dtype=float) * 15.0
+    up1 = _up_mask(sched, N, t1)
+    up15 = up1[:, ::15]
+    reboot1 = np.zeros((N, T1), bool)
+    reboot1[:, 1:] = up1[:, 1:] & ~up1[:, :-1]
+    reboot15 = np.zeros((N, T15), bool)
+    reboot15[:, 1:] = up15[:, 1:] & ~up15[:, :-1]
+    lustre_reset, net_reset, counter_resets = _counter_resets(rng, up1, up15, p.counter_reset_rate, reboot1,
+                                                              reboot15)
+
+    # job occupancy on the 1 s grid (row index into the job table, -1 idle)
+    occ = np.full((N, T1), -1, np.int32)
+    for j in np.flatnonzero(np.isfinite(jobs["start"])):
+        a = int(np.clip(np.ceil(jobs["start"][j]), 0, T1))
+        b = int(np.clip(np.ceil(jobs["end"][j]), 0, T1))
+        if b > a:
+            occ[jobs["node_index"][j], a:b] = j
+    busy1 = occ >= 0
+
+    def col(key: str) -> np.ndarray:  # job column padded with 0: index -1 (idle) reads 0
+        return np.append(np.nan_to_num(np.asarray(jobs[key], float)), 0.0)
+
+    job1 = col("job_id")[occ].astype(np.int64)
+    occ15 = occ[:, ::15]
+    busy15 = occ15 >= 0
+    job15 = job1[:, ::15]
+
+    # ---- Lustre client 1 s rates: input read at start, steady IO, checkpoint bursts
+    age = t1[None, :] - col("start")[occ]
+    read = col("read_rate")[occ] * (1.0 + 4.0 * (age < 300.0))
+    period, burst = col("ckpt_period_s")[occ], np.maximum(col("ckpt_burst_s")[occ], 1.0)
+    write = col("write_rate")[occ] * (0.2 + 0.8 * period / burst * (np.mod(age, np.maximum(period, 1.0)) < burst))
+    noise = rng.lognormal(-0.045, 0.3, (2, N, T1))
+    idle_bg = rng.exponential(2000.0, (2, N, T1))
+    rates = np.where(busy1[None], np.stack([read, write]) * noise, idle_bg) / slow[None, None, :]
+    # ---- CPU utilisation on the 15 s grid
+    util = np.where(busy15, col("cpu_intensity")[occ15] * rng.normal(1.0, 0.03, (N, T15)), 0.01)
+    util = np.clip(util + rng.normal(0, 0.005, (N, T15)), 0.0, 1.0)
+
+    # stall anomalies act on load, cpu_user, IO and network
+    net_factor = np.ones((N, T15))
+    for a in anomalies:
+        if a["kind"] != "stall":
+            continue
+        n = a["node"]
+        i0, i1 = int(max(np.floor(a["start"]), 0)), int(min(np.ceil(a["end"]), T1))
+        if i1 > i0:
+            rates[:, n, i0:i1] *= 1.0 - 0.95 * _strength(a, t1[i0:i1])
+        k0, k1 = max(i0 // 15, 0), min(i1 // 15 + 1, T15)
+        s15 = _strength(a, t15[k0:k1])
+        util[n, k0:k1] *= 1.0 - 0.85 * s15
+        net_factor[n, k0:k1] *= 1.0 - 0.9 * s15
+    rates *= up1[None]
+    lustre = _cumulative(np.round(rates).transpose(1, 2, 0), lustre_reset,
+                         rng.uniform(1e11, 5e13, (N, 2)).round())
+
+    # ---- OS samplers on the 15 s grid
+    ncores = p.cores_per_node
+    util *= up15
+    jiffies = 100.0 * ncores * 15.0
+    user = util * jiffies * rng.uniform(0.9, 0.98, (N, 1))
+    iowait = np.minimum(rates.reshape(2, N, T15, 15).sum(axis=(0, 3)) / 15.0 / 2e9, 0.05) * jiffies * up15
+    sys_ = (0.01 + 0.04 * util) * jiffies
+    nice = np.full((N, T15), 0.0005 * jiffies)
+    idle = np.maximum(jiffies - user - sys_ - iowait - nice, 0.0)
+    inc = np.stack([user, nice, sys_, idle, iowait], axis=-1) * up15[..., None]
+    uptime_jiffies = rng.uniform(1.0, 60.0, (N, 1)) * 86400.0 * 100.0 * ncores  # booted 1–60 days ago
+    procstat = _cumulative(np.round(inc), reboot15,
+                           np.round(uptime_jiffies * np.array([0.45, 0.0005, 0.03, 0.51, 0.0095])))
+    inst_load = ncores * util + rng.exponential(0.05, (N, T15))
+    loadavg = np.stack([_ewma(inst_load, 1 - np.exp(-15.0 / tau)) for tau in (60.0, 300.0, 900.0)], axis=-1)
+    mem_total = rng.choice([98304000.0, 196608000.0, 393216000.0], N, p=[0.25, 0.6, 0.15])
+    mem_used = 0.04 + np.where(busy15, col("mem_frac")[occ15], 0.0)
+    mem_used = _ewma(mem_used, 0.3) + np.cumsum(rng.normal(0, 0.0008, (N, T15)), axis=1)
+    mem_used = np.clip(mem_used, 0.02, 0.97)
+    avail = mem_total[:, None] * (1 - mem_used)
+    free = avail * rng.uniform(0.55, 0.85, (N, 1))
+    meminfo = np.stack([np.broadcast_to(mem_total[:, None], (N, T15)), free, avail], axis=-1)
+    size_kb = rng.choice([468320256.0, 937692160.0], N)
+    disk = rng.uniform(0.15, 0.6, (N, 1)) + np.cumsum(rng.normal(2e-5, 3e-4, (N, T15)), axis=1)
+    disk = np.clip(disk, 0.01, 0.99)
+    diskusage = np.stack([disk * size_kb[:, None], np.broadcast_to(size_kb[:, None], (N, T15))], axis=-1)
+    io15 = rates.reshape(2, N, T15, 15).mean(axis=-1)
+    comm = np.where(busy15, col("comm_rate")[occ15], 0.0) * util
+    net = np.stack([comm + 0.2 * io15[0], comm + 0.2 * io15[1]], axis=-1) * net_factor[..., None]
+    net = (net + rng.exponential(1500.0, (N, T15, 2))) * rng.lognormal(-0.02, 0.2, (N, T15, 2))
+    procnetdev = _cumulative(np.round(net * 15.0) * up15[..., None], net_reset,
+                             rng.uniform(1e10, 1e12, (N, 2)).round())
+
+    ipmi = _bmc_readings(rng, util, anomalies, p.start + t15, p.na_rate)
+
+    # sample time offsets: per-node sampler phase plus jitter
+    phase = rng.integers(500, 5000, (N, 1))
+    usec1 = phase + rng.integers(0, 400, (N, T1))
+    usec15 = phase + rng.integers(0, 400, (N, T15)) + 1000
+    ipmi_ms = rng.integers(150, 900, (N, 1)) + rng.integers(0, 60, (N, T15))
+
+    causes = {(a["node"], a["end"]): a["kind"] for a in anomalies if a["leads_to_failure"]}
+    failures = []
+    for i in np.flatnonzero((sched["fail"] >= 0) & (sched["fail"] < dur)):
+        n, f, j = int(sched["node"][i]), float(sched["fail"][i]), fail_job.get(int(i))
+        failures.append({"time": f, "node": n, "job_id": int(jobs["job_id"][j]) if j is not None else None,
+                         "cause": causes.get((n, f), "no_precursor")})
+    down_at_start = [names[n] for n in np.flatnonzero(~up1[:, 0])]
+
+    jobs["nodes"] = np.array([",".join(names[n] for n in idx) for idx in jobs["node_index"]], dtype=object)
+    return Telemetry(start=float(p.start), nodes=names, up1=up1, up15=up15, job1=job1, job15=job15,
+                     usec1=usec1, usec15=usec15, lustre=lustre,
+                     ldms15={"procstat": procstat, "loadavg": loadavg, "meminfo": meminfo,
+                             "diskusage": diskusage, "procnetdev": procnetdev},
+                     ipmi=ipmi, ipmi_ms=ipmi_ms, jobs=jobs, failures=failures, anomalies=anomalies,
+                     params=p, seed=seed, down_at_start=down_at_start, counter_resets=counter_resets)
+
+
+def simulate_telemetry(out_dir: str, nodes: int = 32, hours: float = 2.0, seed: int = 0, *,
+                       altheader: bool = False, **params) -> dict:
+    """Generate and write a recorded-data directory (``docs/formats.md``); returns the summary.
+
+    ``params`` are :class:`TelemetryParams` fields.  The summary adds ``generate_s``,
+    ``write_s`` and ``values_per_s`` (generation throughput) to ``meta.json``'s content.
+
+    >>> import tempfile
+    >>> s = simulate_telemetry(tempfile.mkdtemp(), nodes=2, hours=0.1, seed=3)
+    >>> s["counts"]["samples"]["lustre_client"] <= 2 * 360
+    True
+    """
+    import time
+
+    from hpcguard.simulators.writers import write_recording
+
+    t0 = time.perf_counter()
+    tel = generate_telemetry(nodes, hours, seed, **params)
+    t1 = time.perf_counter()
+    summary = write_recording(tel, out_dir, altheader=altheader)
+    t2 = time.perf_counter()
+    summary.update({"generate_s": t1 - t0, "write_s": t2 - t1,
+                    "values_per_s": tel.n_values() / max(t1 - t0, 1e-9)})
+    return summary

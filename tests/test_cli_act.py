@@ -1,0 +1,100 @@
+"""``hpcguard act``: one action through the governor, from a file, stdin or inline JSON."""
+import json
+import stat
+
+from typer.testing import CliRunner
+
+from hpcguard.streams.cli import app
+
+runner = CliRunner()
+
+
+def act(tmp_path, *args, input=None):
+    base = ["act", "--ledger", str(tmp_path / "ledger.sqlite"), "--job-cooldown-s", "0", "--node-cooldown-s", "0"]
+    return runner.invoke(app, [*base, *args], input=input)
+
+
+def site_tool(tmp_path):
+    log = tmp_path / "runs.txt"
+    exe = tmp_path / "site-drain"
+    exe.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\necho drained-by-site\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return exe, log
+
+
+DRAIN = {"action_id": "cli-1", "kind": "drain", "nodes": ["n7"], "source": "policy", "reason": {"text": "fan"}}
+
+
+def test_dry_run_from_file_prints_json_ack(tmp_path):
+    path = tmp_path / "action.json"
+    path.write_text(json.dumps(DRAIN))
+    res = act(tmp_path, "--adapter", "dry-run", "--audit-log", str(tmp_path / "audit.jsonl"), "--total-nodes", "10",
+              str(path), "--json")
+    assert res.exit_code == 0, res.output
+    ack = json.loads(res.stdout)
+    assert (ack["status"], ack["adapter"], ack["nodes"]) == ("skipped", "dry-run", ["n7"])
+    assert json.loads((tmp_path / "audit.jsonl").read_text())["action"]["action_id"] == "cli-1"
+
+
+def test_command_adapter_from_stdin_then_duplicate(tmp_path):
+    exe, log = site_tool(tmp_path)
+    args = ["--adapter", "command", "--command", f"drain={exe}", "--total-nodes", "10", "-"]
+    first = act(tmp_path, *args, input=json.dumps(DRAIN))
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith("applied: drain cli-1 via command") and "drained-by-site" in first.stdout
+    second = act(tmp_path, *args, input=json.dumps(DRAIN))
+    assert second.exit_code == 0 and second.stdout.startswith("duplicate:")
+    assert log.read_text().splitlines() == ["--action-id cli-1 --kind drain --nodes n7 --reason fan"]
+
+
+def test_hostile_inline_action_is_refused_with_exit_3(tmp_path):
+    exe, log = site_tool(tmp_path)
+    hostile = {**DRAIN, "action_id": "cli-2", "nodes": ["n1;touch pwned"]}
+    res = act(tmp_path, "--adapter", "command", "--command", f"drain={exe}", json.dumps(hostile), "--json")
+    assert res.exit_code == 3
+    ack = json.loads(res.stdout)
+    assert ack["status"] == "refused" and "not a valid node name" in ack["detail"]
+    assert not log.exists() and not (tmp_path / "pwned").exists()
+
+
+def test_governor_flags_refuse(tmp_path):
+    exe, log = site_tool(tmp_path)
+    res = act(tmp_path, "--adapter", "command", "--command", f"drain={exe}", "--total-nodes", "10",
+              "--max-drained-fraction", "0.05", json.dumps(DRAIN))
+    assert res.exit_code == 3 and "drain ceiling" in res.stdout
+    res = act(tmp_path, "--adapter", "command", "--command", f"drain={exe}", "--total-nodes", "10",
+              "--rate-limit", "drain=0/60", json.dumps(DRAIN))
+    assert res.exit_code == 3 and "rate limit for drain" in res.stdout
+    res = act(tmp_path, "--adapter", "command", "--command", f"drain={exe}", "--total-nodes", "10", "--dry-run",
+              json.dumps(DRAIN))
+    assert res.exit_code == 0 and res.stdout.startswith("skipped:")
+    assert not log.exists()
+
+
+def test_usage_errors_are_clear(tmp_path):
+    res = act(tmp_path, "--adapter", "dry-run", "{not json")
+    assert res.exit_code == 2 and "not valid JSON" in res.output
+    res = act(tmp_path, "--adapter", "dry-run", str(tmp_path / "missing.json"))
+    assert res.exit_code == 2 and "action file not found" in res.output
+    res = act(tmp_path, "--adapter", "flux", json.dumps(DRAIN))
+    assert res.exit_code == 2 and "unknown adapter 'flux'" in res.output
+    res = act(tmp_path, "--adapter", "command", "--command", "drain", json.dumps(DRAIN))
+    assert res.exit_code == 2 and "KEY=VALUE" in res.output
+    res = act(tmp_path, "--adapter", "dry-run", "--rate-limit", "drain=5", json.dumps(DRAIN))
+    assert res.exit_code == 2 and "COUNT/WINDOW_S" in res.output
+
+
+def test_act_against_real_slurm(slurm_cluster, tmp_path):
+    slurm_cluster.reset_nodes()
+    try:
+        action = {"action_id": "cli-slurm-1", "kind": "drain", "nodes": ["n2"], "reason": {"text": "cli test"}}
+        args = ["--adapter", "slurm", "--slurm-conf", str(slurm_cluster.conf), json.dumps(action), "--json"]
+        res = act(tmp_path, *args, "--max-drained-fraction", "0.25")
+        assert res.exit_code == 0, res.output
+        ack = json.loads(res.stdout)
+        assert ack["status"] == "applied" and "scontrol update NodeName=n2 State=DRAIN" in ack["output"]
+        assert "Reason=hpcguard cli-slurm-1: cli test" in slurm_cluster.node_line("n2")
+        again = act(tmp_path, *args)
+        assert json.loads(again.stdout)["status"] == "duplicate"
+    finally:
+        slurm_cluster.reset_nodes()

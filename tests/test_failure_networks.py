@@ -1,0 +1,68 @@
+"""Lead-time networks and the ensemble's inference/state (seed 000 §4.2.3)."""
+import numpy as np
+import pytest
+import torch
+
+from hpcguard.models.failure.ensemble import FailureEnsemble
+from hpcguard.models.failure.networks import LEAD_MINUTES, LeadNetwork, make_networks, stacked_failure_probabilities
+
+torch.set_num_threads(1)
+
+
+def test_network_shape_70_52_tanh_2_softmax():
+    net = LeadNetwork(2)
+    assert (net.hidden.in_features, net.hidden.out_features, net.out.out_features) == (70, 52, 2)
+    p = net.probabilities(torch.randn(5, 70))
+    assert p.shape == (5, 2) and torch.allclose(p.sum(dim=1), torch.ones(5))
+    # the hidden layer is tanh: scaling the input weights huge saturates at ±1
+    with torch.no_grad():
+        assert torch.tanh(net.hidden(torch.randn(3, 70) * 1e6)).abs().max() <= 1.0
+
+
+def test_six_networks_have_their_own_initialisation_and_leads():
+    nets = make_networks(seed=3)
+    assert [n.lead_minutes for n in nets] == list(LEAD_MINUTES) == [2, 3, 4, 5, 6, 7]
+    w = [n.hidden.weight.detach() for n in nets]
+    assert all(not torch.equal(w[0], wi) for wi in w[1:])
+    again = make_networks(seed=3)
+    assert torch.equal(again[4].out.weight, nets[4].out.weight)   # seeded: reproducible
+
+
+def test_stacked_inference_equals_per_network_inference():
+    nets = make_networks(seed=1)
+    x = torch.randn(7, 70)
+    per = torch.stack([n.failure_probability(x) for n in nets], dim=1)
+    assert torch.allclose(stacked_failure_probabilities(nets, x), per, atol=1e-6)
+    x3 = torch.randn(7, 6, 70)
+    per3 = torch.stack([n.failure_probability(x3[:, i]) for i, n in enumerate(nets)], dim=1)
+    assert torch.allclose(stacked_failure_probabilities(nets, x3), per3, atol=1e-6)
+    with pytest.raises(ValueError):
+        stacked_failure_probabilities(nets, torch.randn(7, 5, 70))
+
+
+def test_ensemble_predict_batch_and_state_round_trip():
+    ens = FailureEnsemble.untrained(seed=2)
+    x = np.random.default_rng(0).normal(size=(9, 70))
+    x[0, 3] = np.nan                                     # missing feature is imputed, not propagated
+    out = ens.predict_batch(x)
+    assert out.network_probabilities.shape == (9, 6) and np.isfinite(out.network_probabilities).all()
+    assert out.vote_probability.shape == (9,) and out.warn.dtype == bool
+    assert np.all(np.isin(out.lead_minutes, [2, 3, 4, 5, 6, 7]))
+    again = FailureEnsemble.from_state(ens.to_state()).predict_batch(x)
+    assert np.array_equal(again.vote_probability, out.vote_probability)
+    with pytest.raises(ValueError):
+        ens.predict_batch(np.zeros((3, 69)))
+    with pytest.raises(ValueError):
+        FailureEnsemble.from_state({"config": {"kind": "other"}, "weights": {}})
+
+
+def test_reported_lead_is_the_smallest_lead_whose_network_fired():
+    ens = FailureEnsemble.untrained(seed=0)
+    ens.vote, ens.n_unanimous = "unanimous", 2          # sequence starts with the 7- and 6-minute nets
+    with torch.no_grad():
+        for net, fire in zip(ens.nets, [False, False, True, False, True, True]):   # leads 2..7
+            net.out.weight.zero_()
+            net.out.bias.copy_(torch.tensor([0.0, 5.0 if fire else -5.0]))
+    out = ens.predict_batch(np.zeros((2, 70)))
+    assert out.warn.all()
+    assert out.lead_minutes.tolist() == [4.0, 4.0]
