@@ -405,7 +405,8 @@ class Governor:
     def _duplicate(self, va: ValidatedAction, previous: Mapping[str, Any]) -> AckResult:
         if previous.get("status") == "executing":
             return self._ack(va, "refused", "this action id is executing right now, or an earlier attempt "
-                                            "started and never finished (worker crash?); not executing it twice: check the scheduler")
-        when = previous.get("finished") or previous.get("claimed") or 0.0
-        return self._ack(va, "duplicate", f"already applied at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(when))}"
-                                          f" by {previous.get('adapter', '?')}: {previous.get('detail', '')}"[:2000])
+                                            "started and never finished (worker crash?); not executing it twice: "
+                                            "check the scheduler")
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(previous.get("finished") or previous.get("claimed") or 0))
+        detail = f"already applied at {when} by {previous.get('adapter', '?')}: {previous.get('detail', '')}"
+        return self._ack(va, "duplicate", detail[:2000])

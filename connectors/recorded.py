@@ -33,7 +33,7 @@ import numpy as np
 from hpcguard.connectors.errors import ParseError
 from hpcguard.connectors.ipmi import POLL, decode_ipmi_envelope, read_ipmi_file
 from hpcguard.connectors.ldms import find_altheader, parse_header
-from hpcguard.connectors.mapping import MetricSpec, SensorMapping, normalize_name
+from hpcguard.connectors.mapping import MetricSpec, SensorMapping
 from hpcguard.connectors.replay import detect_format
 from hpcguard.models.counters import counter_deltas, counter_rates
 from hpcguard.models.features import CANONICAL_SENSORS

@@ -21,7 +21,6 @@ Example
 from __future__ import annotations
 
 import heapq
-import itertools
 import json
 import time as _time
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from hpcguard.connectors.errors import ParseError, Rejected
-from hpcguard.connectors.ipmi import FORMATS as IPMI_FORMATS, decode_ipmi_envelope, detect_ipmi_format, read_ipmi_file
+from hpcguard.connectors.ipmi import decode_ipmi_envelope, detect_ipmi_format, read_ipmi_file
 from hpcguard.connectors.ldms import LdmsDecoder, find_altheader, read_store_csv
 from hpcguard.connectors.mapping import SensorMapping
 from hpcguard.connectors.sacct import decode_slurm_envelope, job_events, read_sacct

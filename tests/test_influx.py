@@ -221,6 +221,17 @@ def test_unreachable_server_error_is_retryable():
     assert info.value.retryable
 
 
+def test_v2_writer_errors_are_mapped_and_points_kept(influxdb):
+    """InfluxDB 1.6 has no /api/v2/write: the 2.x backend's failure is reported, points stay buffered."""
+    settings = InfluxSettings(url=influxdb.url, version=2, org="o", bucket="b", token="t", timeout_s=2.0)
+    sink = InfluxSink.from_settings(settings, background=False)
+    sink.add("NodeSample", _sample())
+    assert sink.flush() == 0
+    s = sink.stats
+    assert s["buffered"] == 1 and s["retried"] == 1 and "404" in s["last_error"]
+    sink.close(timeout_s=0.05)
+
+
 def _docker_engine() -> bool:
     return bool(shutil.which("docker")) and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 

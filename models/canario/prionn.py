@@ -63,7 +63,11 @@ def _network(embed_dim: int = 8):
     import torch.nn as nn
 
     class PrionnCNN(nn.Module):
-        """Embedding(128→8) → 2 × (Conv2d 3×3, ReLU, MaxPool) → FC 64 → 2 classes."""
+        """Embedding(128→8) → 2 × (Conv2d 3×3, ReLU, MaxPool) → [flatten ‖ global max-pool] → FC 64 → 2.
+
+        The flattened map keeps where patterns sit in the script (its 2D layout); the
+        global max-pool lets a pattern (a Lustre path, an IO library) count wherever it is.
+        """
 
         def __init__(self) -> None:
             super().__init__()
@@ -71,12 +75,15 @@ def _network(embed_dim: int = 8):
             self.features = nn.Sequential(
                 nn.Conv2d(embed_dim, 16, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                 nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
-            self.head = nn.Sequential(nn.Flatten(), nn.Linear(32 * (ROWS // 8) * (COLS // 8), 64), nn.ReLU(),
+            self.pool = nn.AdaptiveMaxPool2d(1)
+            self.head = nn.Sequential(nn.Linear(32 * (ROWS // 8) * (COLS // 8) + 32, 64), nn.ReLU(),
                                       nn.Linear(64, 2))
 
         def forward(self, codes):
-            x = self.embed(codes.long()).permute(0, 3, 1, 2)  # (n, embed, rows, cols)
-            return self.head(self.features(x))
+            import torch
+
+            x = self.features(self.embed(codes.long()).permute(0, 3, 1, 2))  # (n, 32, rows/8, cols/8)
+            return self.head(torch.cat([x.flatten(1), self.pool(x).flatten(1)], 1))
 
     return PrionnCNN()
 
