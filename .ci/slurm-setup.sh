@@ -8,7 +8,7 @@ for bin in munged slurmctld slurmd sbatch scontrol squeue sinfo scancel; do
     command -v "$bin" >/dev/null 2>&1 || need+=("$bin")
 done
 if [ ${#need[@]} -eq 0 ]; then
-    echo "slurm-setup: slurm and munge already installed ($(sinfo --version 2>/dev/null || true))"
+    echo "slurm-setup: slurm and munge already installed ($(dpkg-query -W -f='${Package} ${Version} ' slurm-wlm munge 2>/dev/null || true))"
     exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then

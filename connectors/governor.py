@@ -202,24 +202,31 @@ class Ledger:
             self._db.execute("UPDATE actions SET status=?, detail=?, finished=? WHERE action_id=? AND status IN "
                              "('refused', 'failed', 'skipped')", (ack.status, ack.detail[:2000], now, va.action_id))
 
+    # Limits count actions in flight ('executing', finished NULL → their claim time) as applied.
     def count_applied(self, kind: str, since: float) -> int:
         with self._lock:
-            cur = self._db.execute("SELECT COUNT(*) FROM actions WHERE kind=? AND status='applied' AND finished>=?",
-                                   (kind, since))
+            cur = self._db.execute("SELECT COUNT(*) FROM actions WHERE kind=? AND (status='applied' AND finished>=? "
+                                   "OR status='executing')", (kind, since))
             return int(cur.fetchone()[0])
 
     def recent_applied(self, kinds: tuple[str, ...], since: float) -> list[dict[str, Any]]:
         marks = ",".join("?" * len(kinds))
         with self._lock:
-            cur = self._db.execute(f"SELECT action_id, kind, job_id, nodes, finished FROM actions WHERE status='applied' "
-                                   f"AND finished>=? AND kind IN ({marks})", (since, *kinds))
+            cur = self._db.execute(f"SELECT action_id, kind, job_id, nodes, COALESCE(finished, claimed) FROM actions "
+                                   f"WHERE (status='applied' AND finished>=? OR status='executing') "
+                                   f"AND kind IN ({marks})", (since, *kinds))
             rows = cur.fetchall()
         return [{"action_id": r[0], "kind": r[1], "job_id": r[2], "nodes": json.loads(r[3]), "finished": r[4]}
                 for r in rows]
 
     def drained_nodes(self) -> set[str]:
+        """Nodes hpcguard drained and has not resumed, plus those of drains in flight."""
         with self._lock:
-            return {r[0] for r in self._db.execute("SELECT node FROM drained").fetchall()}
+            nodes = {r[0] for r in self._db.execute("SELECT node FROM drained").fetchall()}
+            for (listed,) in self._db.execute("SELECT nodes FROM actions WHERE status='executing' AND kind IN "
+                                              "('drain', 'migrate')").fetchall():
+                nodes.update(json.loads(listed))
+        return nodes
 
 
 class Governor:
@@ -243,6 +250,7 @@ class Governor:
         self.config = config or GovernorConfig()
         self.ledger = Ledger(ledger_path)
         self.clock = clock
+        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Any, kind: str | None = None, config: GovernorConfig | None = None,
@@ -279,18 +287,19 @@ class Governor:
         previous = self.ledger.get(va.action_id)
         if previous is not None and previous["status"] in ("applied", "executing"):
             return self._duplicate(va, previous)
-        reason = self.check(va)
-        now = self.clock()
-        if reason:
-            ack = self._ack(va, "refused", f"refused by governor: {reason}")
-            self.ledger.record_refusal(va, ack, now)
-            return ack
-        if self.config.dry_run:
-            ack = self._ack(va, "skipped", "dry-run: all governor checks passed; not executed")
-            self.ledger.record_refusal(va, ack, now)
-            return ack
-        if not self.ledger.claim(va, now):
-            return self._duplicate(va, self.ledger.get(va.action_id) or {})
+        with self._lock:  # checks + claim are one step for the threads of this process
+            reason = self.check(va)
+            now = self.clock()
+            if reason:
+                ack = self._ack(va, "refused", f"refused by governor: {reason}")
+                self.ledger.record_refusal(va, ack, now)
+                return ack
+            if self.config.dry_run:
+                ack = self._ack(va, "skipped", "dry-run: all governor checks passed; not executed")
+                self.ledger.record_refusal(va, ack, now)
+                return ack
+            if not self.ledger.claim(va, now):
+                return self._duplicate(va, self.ledger.get(va.action_id) or {})
         try:
             ack = self.adapter.apply(dict(va.raw))
         except Exception as err:  # an adapter bug must not leave the id claimed forever without an ack

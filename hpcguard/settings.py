@@ -65,6 +65,7 @@ class WorkerSettings:
     data_dir: str = "/tmp/hpcguard-worker"
     web_port: int = 0  # 0 = Faust web server off
     metrics_port: int = 0  # 0 = Prometheus endpoint off
+    metrics_addr: str = "127.0.0.1"  # 0.0.0.0 in containers so Prometheus can scrape
     grid_s: float = 15.0  # node sample grid (seed 000: 15 s)
     window_minutes: float = 4.0  # feature window (seed 000: 4 min)
     io_window_s: float = 60.0  # CanarIO observation window (seed 004: 1 min)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
@@ -208,7 +208,7 @@ class ClusterSimulator:
                  costs: Costs = Costs(), predictions: Optional[Predictions] = None,
                  io: Optional[IoModel] = None, seed: int = 0, node_mtbf_h: Optional[float] = None,
                  weibull_shape: Optional[float] = None, horizon_s: Optional[float] = None,
-                 progress: Optional[Callable[[float], None]] = None):
+                 progress: Optional[Callable[[float], None]] = None, precision: float = 0.7):
         if nodes <= 0:
             raise ValueError("nodes must be positive")
         if len(workload) == 0:
@@ -218,6 +218,7 @@ class ClusterSimulator:
         self.wl, self.N, self.failures, self.policy, self.costs = workload, int(nodes), failures, policy, costs
         self.pred = predictions if (predictions is not None and policy.uses_predictor) else empty_predictions()
         self.io = io
+        self.precision = float(precision)       # the predictor precision FARS's f_i assumes
         self.rng = np.random.default_rng(seed)
         self.progress = progress
         span = float(horizon_s or (workload.submit.max() + workload.runtime.sum() / nodes + 1.0))
@@ -232,13 +233,12 @@ class ClusterSimulator:
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
-        wl, N, c, pol = self.wl, self.N, self.costs, self.policy
+        wl, N, pol = self.wl, self.N, self.policy
         J = len(wl)
         self.size = wl.size.astype(np.int64).tolist()
         self.est = wl.estimate.astype(float).tolist()
         self.rem = wl.runtime.astype(float).tolist()      # remaining work
-        tau, delta = self.tau.tolist(), self.delta.tolist()
-        self.tau_l, self.delta_l = tau, delta
+        self.tau_l, self.delta_l = self.tau.tolist(), self.delta.tolist()   # per job; aware re-evaluates τ
         self.seg_start = [0.0] * J
         self.seg_ovh = [0.0] * J
         self.seg_ovh_kind = ["start"] * J
@@ -350,7 +350,7 @@ class ClusterSimulator:
         totals = dict(self.acc)
         totals.update(self.counts)
         totals.update(events=n_events, node_mtbf_h=self.node_mtbf_h,
-                      mean_interval_h=float(np.mean(np.where(np.isfinite(self.tau), self.tau, np.nan)) / 3600.0)
+                      mean_interval_h=float(np.nanmean(np.where(np.isfinite(self.tau), self.tau, np.nan)) / 3600.0)
                       if np.isfinite(self.tau).any() else None,
                       predictions_total=len(self.pred))
         return SimResult(policy=pol.name, nodes=N, submit=wl.submit.astype(float), first_start=self.first_start,
@@ -539,9 +539,6 @@ class ClusterSimulator:
                 return t_end, avail - need
         return INF, 0
 
-    def _head_blocked(self, j: int) -> bool:
-        return j in self.delayed
-
     def _schedule(self, now: float) -> None:
         q = self.queue
         if not q:
@@ -631,9 +628,13 @@ class ClusterSimulator:
         return np.array(sorted(pool), np.int64)
 
     def _job_view(self, j: int, susp_nodes: np.ndarray, now: float) -> dict:
-        eff = self._eff(j, now)
-        ovh, saved, unsaved, ckpt = self._decompose(j, min(eff, self.seg_wall[j]))
-        since = (now - self.seg_start[j]) if saved == 0 else (unsaved + (eff - ovh - saved - unsaved - ckpt))
+        """A suspicious job as :func:`hpcguard.models.fars.select_jobs` reads it."""
+        eff = min(self._eff(j, now), self.seg_wall[j])
+        ovh, saved, _, _ = self._decompose(j, eff)
+        tau, d = self.tau_l[j], self.delta_l[j]
+        k = saved / tau if tau < INF else 0.0
+        # wall time since the last durable state: the last checkpoint in this segment, else the segment start
+        since = (now - self.seg_start[j]) if k == 0 else (eff - ovh - k * (tau + d)) / self.rate[j]
         return {"id": int(j), "nodes": int(self.size[j]), "suspicious_nodes": int(len(susp_nodes)),
                 "hours_since_checkpoint": max(since, 0.0) / 3600.0,
                 "runtime_h": float(self.wl.runtime[j]) / 3600.0,
@@ -650,7 +651,7 @@ class ClusterSimulator:
         if spare.size == 0:
             return
         jobs = [self._job_view(j, s, t) for j, s in by_job.items()]
-        sel = fars.select_jobs(jobs, int(spare.size), self.policy.fars, precision=self._precision,
+        sel = fars.select_jobs(jobs, int(spare.size), self.policy.fars, precision=self.precision,
                                interval_h=self.costs.fars_interval_s / 3600.0,
                                overhead_h=self.costs.fars_overhead_s / 3600.0)
         free_spares = list(spare.tolist())
@@ -689,10 +690,6 @@ class ClusterSimulator:
         keep = nodes[~np.isin(nodes, old)]
         self.job_nodes[j] = np.concatenate([keep, new])
         self._begin_segment(j, t, overhead, kind)
-
-    @property
-    def _precision(self) -> float:
-        return float(getattr(self, "precision", 0.7))
 
     def _multilevel(self, nodes, fidx, jobs_on, t, wstart, wend) -> None:
         """Seed 003 Fig. 4.2 for each warned node that runs a job."""
@@ -801,6 +798,5 @@ def simulate(workload: Workload, nodes: int, failures: FailureTrace, policy: str
     pol = POLICIES[policy] if isinstance(policy, str) else policy
     sim = ClusterSimulator(workload, nodes, failures, pol, costs=costs, predictions=predictions, io=io, seed=seed,
                            node_mtbf_h=node_mtbf_h, weibull_shape=weibull_shape, horizon_s=horizon_s,
-                           progress=progress)
-    sim.precision = precision
+                           progress=progress, precision=precision)
     return sim.run()

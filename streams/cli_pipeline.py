@@ -51,7 +51,7 @@ def worker(
     data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Worker state directory."),
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve Prometheus /metrics here."),
     roles: List[str] = typer.Option([], "--role", help="Run only these agent roles (repeat): normalize, windows, "
-                                    "io, jobs, decide, adapter. Default: all."),
+                                    "io, jobs, decide, adapter, sink. Default: all."),
     loglevel: str = typer.Option("warning", "--loglevel", help="debug, info, warning, error."),
 ) -> None:
     """Run the streaming worker: normalize → windows → predict → decide → adapter."""
@@ -103,6 +103,8 @@ def demo(
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where to write data, model and logs "
                                            "(default: a new temporary directory)."),
     influx: Optional[str] = typer.Option(None, "--influx", help="InfluxDB URL for the sink (optional)."),
+    influx_version: int = typer.Option(2, "--influx-version", help="1 (HTTP /write, database 'hpcguard') or 2 "
+                                       "(org/bucket/token from HPCGUARD_INFLUX__*)."),
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve the worker's /metrics."),
     timeout: float = typer.Option(600, help="Give up waiting for the pipeline to drain after this many s."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -116,7 +118,7 @@ def demo(
     from hpcguard.streams.demo import DemoConfig, print_summary, run_demo
 
     cfg = DemoConfig(nodes=nodes, hours=hours, seed=seed, bootstrap=bootstrap, model=model,
-                     workdir=str(workdir) if workdir else None, influx=influx, metrics_port=metrics_port,
+                     workdir=str(workdir) if workdir else None, influx=influx, influx_version=influx_version, metrics_port=metrics_port,
                      timeout_s=timeout, quiet=json_out)
     try:
         summary = run_demo(cfg)

@@ -29,6 +29,7 @@ class DemoConfig:
     model: str | None = None
     workdir: str | None = None
     influx: str | None = None
+    influx_version: int = 2
     metrics_port: int | None = None
     timeout_s: float = 600.0
     train_hours: float | None = None
@@ -93,23 +94,44 @@ def _end_offsets(k: KafkaSettings, topics: list[str]) -> dict[str, int]:
         c.close()
 
 
-def _group_lag(k: KafkaSettings, group: str, topics: list[str]) -> int | None:
-    """Records not yet committed by ``group`` on ``topics``; None if the broker can't tell."""
-    from kafka import KafkaAdminClient
+def _group_lag(k: KafkaSettings, group: str, topics: list[str]) -> int:
+    """Records on ``topics`` not yet committed by consumer group ``group``."""
+    from kafka import KafkaConsumer, TopicPartition
 
     from hpcguard.connectors.kafka import kafka_python_config
 
+    c = KafkaConsumer(**kafka_python_config(k), group_id=group, enable_auto_commit=False)
     try:
-        admin = KafkaAdminClient(**kafka_python_config(k))
-        committed = admin.list_consumer_group_offsets(group)
-        admin.close()
-    except Exception:
-        return None
-    ends = _end_offsets(k, topics)
-    done: dict[str, int] = {}
-    for tp, meta in committed.items():
-        done[tp.topic] = done.get(tp.topic, 0) + max(meta.offset, 0)
-    return int(sum(max(ends[t] - done.get(t, 0), 0) for t in topics))
+        lag = 0
+        for topic in topics:
+            tps = [TopicPartition(topic, p) for p in (c.partitions_for_topic(topic) or ())]
+            if not tps:
+                continue
+            ends = c.end_offsets(tps)
+            for tp in tps:  # offset fetch only: this consumer never joins the group
+                lag += max(ends[tp] - (c.committed(tp) or 0), 0)
+        return lag
+    finally:
+        c.close()
+
+
+def _first_timestamp(k: KafkaSettings, topics: list[str]) -> float | None:
+    """Broker time (s) of the earliest record on ``topics``."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from hpcguard.connectors.kafka import kafka_python_config
+
+    c = KafkaConsumer(**kafka_python_config(k), enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in (c.partitions_for_topic(t) or ())]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        first: list[int] = []
+        for recs in c.poll(timeout_ms=3000, max_records=100).values():
+            first += [r.timestamp for r in recs]
+        return min(first) / 1000.0 if first else None
+    finally:
+        c.close()
 
 
 def read_topic(k: KafkaSettings, topic: str, timeout_ms: int = 2000) -> list[tuple[dict, int]]:
@@ -176,6 +198,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
             argv += ["--metrics-port", str(cfg.metrics_port)]
         if cfg.influx:
             env["HPCGUARD_INFLUX__URL"] = cfg.influx
+            env["HPCGUARD_INFLUX__VERSION"] = str(cfg.influx_version)
         worker_log = open(workdir / "worker.log", "ab")
         worker = subprocess.Popen(argv, stdout=worker_log, stderr=subprocess.STDOUT, env=env,
                                   start_new_session=True)
@@ -188,7 +211,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         _say(cfg, f"replayed {replayed} records in {time.time() - started:.1f} s; waiting for the pipeline "
                   "to drain")
         drained_at = _wait_for_drain(k, settings.worker.app_id, topics, worker, cfg)
-        elapsed = drained_at - started
+        # throughput counts from the worker's first output, so its start-up is not charged to the pipeline
+        first_out = _first_timestamp(k, [topics.samples_io, topics.samples_os, topics.samples_ipmi])
+        elapsed = drained_at - max(started, first_out or started)
         return build_summary(k, topics, data_dir, broker_desc, cfg, sim, report, replayed, elapsed)
     finally:
         if worker is not None and worker.poll() is None:
@@ -230,9 +255,8 @@ def _wait_for_drain(k: KafkaSettings, group: str, topics: TopicNames, worker: su
         if out != last_out:
             last_out, last_change, stable = out, time.time(), 0
             continue
-        lag = _group_lag(k, group, inputs)
         stable += 1
-        if (lag == 0 and stable >= 2) or (lag is None and stable >= 5):
+        if stable >= 2 and _group_lag(k, group, inputs) == 0:
             return last_change
     raise RuntimeError(f"the pipeline did not drain within {cfg.timeout_s:.0f} s")
 

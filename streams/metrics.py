@@ -26,7 +26,7 @@ INFERENCE_SECONDS = Histogram("hpcguard_inference_seconds", "Model inference tim
 WINDOW_STATE = Gauge("hpcguard_window_state_size", "Per-key window state held, per table", ["table"],
                      registry=REGISTRY)
 SINK_POINTS = Counter("hpcguard_sink_points_total", "Points handled by the InfluxDB sink, per outcome "
-                      "(written|retried|dropped_overflow)", ["outcome"], registry=REGISTRY)
+                      "(written|retried|dropped_overflow|rejected|dropped_unsent|downsampled)", ["outcome"], registry=REGISTRY)
 
 
 def start_metrics_server(port: int, addr: str = "127.0.0.1") -> None:

@@ -8,7 +8,7 @@ from typing import Iterable
 from hpcguard.settings import Settings
 from hpcguard.streams.topics import TopicNames
 
-ROLES = ("normalize", "windows", "io", "jobs", "decide", "adapter")
+ROLES = ("normalize", "windows", "io", "jobs", "decide", "adapter", "sink")
 
 
 def build_adapter(settings: Settings, adapter_kind: str | None = None, **options):
@@ -50,8 +50,13 @@ def build_pipeline(settings: Settings, roles: Iterable[str] = ROLES, adapter=Non
         policy = policy_for(settings)
     except ImportError:
         pass
+    sink = None
+    if "sink" in roles and settings.influx.url:
+        from hpcguard.connectors.influx import InfluxSink
+
+        sink = InfluxSink.from_settings(settings.influx)
     return Pipeline(settings=settings, topics=TopicNames.from_settings(settings.topics), predictor=predictor,
-                    adapter=adapter, roles=roles, policy=policy)
+                    adapter=adapter, roles=roles, policy=policy, sink=sink)
 
 
 def run_worker(settings: Settings, roles: Iterable[str] = ROLES, loglevel: str = "warning", adapter=None) -> None:
@@ -68,6 +73,6 @@ def run_worker(settings: Settings, roles: Iterable[str] = ROLES, loglevel: str =
     ensure_topics(settings.kafka, topics.all(), settings.topics.partitions, settings.topics.replication)
     pipeline = build_pipeline(settings, roles, adapter)
     app = create_app(pipeline)
-    start_metrics_server(settings.worker.metrics_port)
+    start_metrics_server(settings.worker.metrics_port, settings.worker.metrics_addr)
     worker = Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()

@@ -43,9 +43,9 @@ def _scripts(rng, n):
 
 def test_cnn_learns_io_sensitivity_from_script_text():
     rng = np.random.default_rng(0)
-    train, y = _scripts(rng, 80)
-    test, yt = _scripts(rng, 40)
-    clf = JobSensitivityClassifier(min_train=10, epochs=6, seed=0)
+    train, y = _scripts(rng, 48)
+    test, yt = _scripts(rng, 30)
+    clf = JobSensitivityClassifier(min_train=10, epochs=5, seed=0)
     assert clf.predict_one(test[0]) == 0.5  # untrained
     clf.learn_many(train, y)
     acc = ((clf.predict_many(test) > 0.5) == yt).mean()

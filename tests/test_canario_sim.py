@@ -61,8 +61,8 @@ def test_reader_errors_are_clear(tmp_path):
 def test_cli_simulate_and_evaluate(tmp_path):
     runner = CliRunner()
     out = tmp_path / "pfs"
-    r = runner.invoke(app, ["simulate", "pfs", "--out", str(out), "--hours", "10", "--seed", "5",
-                            "--episodes-per-day", "6", "--jobs-per-hour", "15", "--json"])
+    r = runner.invoke(app, ["simulate", "pfs", "--out", str(out), "--hours", "8", "--seed", "5",
+                            "--episodes-per-day", "6", "--jobs-per-hour", "12", "--json"])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["evaluate", "canario", "--data", str(out), "--models", "knn", "--initial-bank-hours", "4",
                             "--report", str(tmp_path / "rep"), "--json"])

@@ -23,23 +23,23 @@ class Clock:
 
 
 def site_tool(tmp_path, exit_code=0, sleep_s=0.0):
-    """A tiny site executable that logs its argv and stdin, one JSON line per run."""
-    log = tmp_path / "runs.jsonl"
+    """A tiny site executable (POSIX sh) that logs its argv, one line per run, and its stdin."""
+    log = tmp_path / "runs.txt"
     exe = tmp_path / f"site-tool-{exit_code}"
-    exe.write_text(f"""#!/usr/bin/env python3
-import json, sys, time
-time.sleep({sleep_s})
-with open({str(log)!r}, "a") as fh:
-    fh.write(json.dumps({{"argv": sys.argv[1:], "stdin": sys.stdin.read()}}) + "\\n")
-print("site tool done")
-sys.exit({exit_code})
+    exe.write_text(f"""#!/bin/sh
+sleep {sleep_s}
+echo "$*" >> {log}
+cat >> {log}.stdin
+echo >> {log}.stdin
+echo "site tool done"
+exit {exit_code}
 """)
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return str(exe), log
 
 
 def runs(log):
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return log.read_text().splitlines() if log.exists() else []
 
 
 def command_governor(tmp_path, config=None, clock=None, exit_code=0, sleep_s=0.0, ledger="ledger.sqlite"):
@@ -64,10 +64,8 @@ def test_command_adapter_passes_validated_fields_as_argv_and_json(tmp_path):
     gov, log = command_governor(tmp_path)
     ack = gov.apply(drain("a1", "n1", "n2"))
     assert ack.status == "applied" and "site tool done" in ack.output
-    (run,) = runs(log)
-    assert run["argv"] == ["--action-id", "a1", "--kind", "drain", "--nodes", "n1,n2", "--reason",
-                           "predicted fan failure"]
-    assert json.loads(run["stdin"])["nodes"] == ["n1", "n2"]
+    assert runs(log) == ["--action-id a1 --kind drain --nodes n1,n2 --reason predicted fan failure"]
+    assert json.loads((tmp_path / "runs.txt.stdin").read_text())["nodes"] == ["n1", "n2"]
 
 
 def test_duplicate_is_not_executed_again_also_after_restart(tmp_path):
@@ -290,3 +288,19 @@ def test_ledger_survives_reopen(tmp_path):
     assert ledger.claim(va, 1.0) and not ledger.claim(va, 2.0)
     ledger.close()
     assert Ledger(tmp_path / "l.sqlite").get("d1")["status"] == "executing"
+
+
+def test_limits_count_actions_in_flight(tmp_path):
+    """Two threads draining different nodes at once cannot both pass a one-node ceiling."""
+    exe, log = site_tool(tmp_path, sleep_s=0.5)
+    gov = Governor(CommandAdapter({"drain": [exe]}), GovernorConfig(**{**NO_LIMITS, "total_nodes": 10,
+                                                                        "max_drained_fraction": 0.1}),
+                   tmp_path / "l.sqlite")
+    acks = []
+    threads = [threading.Thread(target=lambda n=n: acks.append(gov.apply(drain(f"d{n}", f"n{n}")).status))
+               for n in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(acks) == ["applied", "refused"] and len(runs(log)) == 1

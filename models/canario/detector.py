@@ -206,7 +206,7 @@ def _tree_model(kind: str, seed: int):
     if kind == "rf":
         from sklearn.ensemble import RandomForestClassifier
 
-        return RandomForestClassifier(n_estimators=20, max_depth=12, n_jobs=1, random_state=seed)
+        return RandomForestClassifier(n_estimators=10, max_depth=12, n_jobs=1, random_state=seed)
     if kind == "dt":
         from sklearn.tree import DecisionTreeClassifier
 
