@@ -19,6 +19,7 @@ Example
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import re
 from pathlib import Path
@@ -30,20 +31,18 @@ from hpcguard.connectors.mapping import SensorMapping
 FORMATS = ("freeipmi-csv", "ipmitool-sdr", "telegraf-lp")
 FREEIPMI_HEADER = "ID,Name,Type,Reading,Units,Event"
 POLL = re.compile(r"#\s*hpcguard-poll\s+host=(\S+)\s+time=(\S+)\s*$")
-_LEADING_NUMBER = re.compile(r"\s*([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
+_LEADING_NUMBER = re.compile(r"\s*([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)(?:\s|$)")  # not "0x01"
 _MISSING = {"n/a", "na", "no reading", "disabled", "not readable", "unavailable", ""}
 _LP_SPLIT = re.compile(r"(?<!\\) ")
 _LP_COMMA = re.compile(r"(?<!\\),")
-_DEFAULT_MAPPING: SensorMapping | None = None
 
 Reading = tuple[str, "float | None", int]  # (raw name, value or None, line offset within the text)
 
 
+@functools.lru_cache(maxsize=1)
 def _default_mapping() -> SensorMapping:
-    global _DEFAULT_MAPPING  # read-only cache of the packaged mapping
-    if _DEFAULT_MAPPING is None:
-        _DEFAULT_MAPPING = SensorMapping.load()
-    return _DEFAULT_MAPPING
+    """The packaged mapping, loaded once (it is never modified)."""
+    return SensorMapping.load()
 
 
 def _source_line(source: str) -> tuple[str, int | None]:

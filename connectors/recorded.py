@@ -25,7 +25,7 @@ import csv
 import json
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,7 @@ class SensorGrid:
     t0: float
     grid_s: float
     values: np.ndarray
+    skipped: dict[str, int] = field(default_factory=dict)  # input rows not used, by reason
 
     @property
     def times(self) -> np.ndarray:
@@ -164,8 +165,12 @@ def derive_columns(spec: MetricSpec, times: np.ndarray, keys: np.ndarray, column
         return d[:, pos[spec.columns[0]]] / np.where(total > 0, total, np.nan) * 100.0
 
 
-def _ipmi_fast(path: Path, mapping: SensorMapping) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """``(hosts per poll, poll times, (poll index, sensor, priority) int rows, readings)`` of a FreeIPMI file."""
+def _ipmi_fast(path: Path, mapping: SensorMapping,
+               skipped: dict[str, int]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """``(hosts per poll, poll times, (poll index, sensor, priority) int rows, readings)`` of a FreeIPMI file.
+
+    Rows that are not FreeIPMI rows or lie outside a poll block are counted in ``skipped``.
+    """
     cache: dict[str, tuple[int, int] | None] = {}
     hosts: list[str] = []
     times: list[float] = []
@@ -183,6 +188,8 @@ def _ipmi_fast(path: Path, mapping: SensorMapping) -> tuple[list[str], np.ndarra
                 continue
             parts = line.split(",", 4)
             if len(parts) < 5 or poll < 0:
+                if line.strip() and not line.startswith("ID,"):
+                    skipped["ipmi_bad_row"] = skipped.get("ipmi_bad_row", 0) + 1
                 continue
             name = parts[1]
             hit = cache.get(name, False)
@@ -256,6 +263,7 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     meta = load_meta(d)
     # (node name array, times, sensor index, values, is_last_value)
     parts: list[tuple[np.ndarray, np.ndarray, int | np.ndarray, np.ndarray, bool]] = []
+    skipped: dict[str, int] = {}
     for f in sorted(Path(d, "ldms").glob("*")) if Path(d, "ldms").is_dir() else []:
         schema = f.name.split(".")[0]
         spec = mapping.ldms.get(schema)
@@ -275,14 +283,15 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
             continue
         fmt = detect_format(f)
         if fmt == "freeipmi":
-            hosts, ptimes, rows, vals = _ipmi_fast(f, mapping)
+            hosts, ptimes, rows, vals = _ipmi_fast(f, mapping, skipped)
             if rows.size == 0:
                 continue
             p, s, v = _reduce_polls(rows[:, 0], rows[:, 1], rows[:, 2], vals, mapping)
             parts.append((np.asarray(hosts)[p], ptimes[p], s, v, True))
         elif fmt in ("ipmitool", "telegraf"):
-            samples = [s for env in read_ipmi_file(f) if isinstance(env, dict)
-                       for s in decode_ipmi_envelope(env, mapping)]
+            envs = list(read_ipmi_file(f))
+            skipped["ipmi_bad_row"] = skipped.get("ipmi_bad_row", 0) + sum(1 for e in envs if not isinstance(e, dict))
+            samples = [s for env in envs if isinstance(env, dict) for s in decode_ipmi_envelope(env, mapping)]
             flat = [(s["node"], s["time"], _SENSOR[k], x) for s in samples for k, x in s["values"].items()]
             if flat:
                 n, t, s, v = zip(*flat)
@@ -321,4 +330,4 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = sums / counts
     values = np.where(counts > 0, mean, last).reshape(n_nodes, n_steps, n_sensors)
-    return SensorGrid(nodes=nodes, t0=float(t0), grid_s=float(grid_s), values=values)
+    return SensorGrid(nodes=nodes, t0=float(t0), grid_s=float(grid_s), values=values, skipped=skipped)

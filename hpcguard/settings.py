@@ -80,7 +80,29 @@ class AdapterSettings:
 
     kind: str = "dry-run"  # dry-run | slurm | command | simulator
     audit_log: str = "hpcguard-actions.jsonl"
-    ledger: str = "hpcguard-ledger.sqlite"
+    ledger: str = "hpcguard-ledger.sqlite"  # durable exactly-once ledger (SQLite)
+    governor_config: str = ""  # TOML with the safety governor's limits
+    slurm_conf: str = ""  # SLURM_CONF for the Slurm commands (empty: Slurm's default)
+    checkpoint_signal: str = "USR1"  # signal the site's checkpoint library traps (SCR, DMTCP...)
+    signal_scope: str = "batch"  # batch | full | steps
+    migrate_grace_s: float = 30.0  # wait between the checkpoint signal and the requeue
+    migrate_hook: str = ""  # site executable for live migration: HOOK JOBID NODE...
+    timeout_s: float = 15.0  # limit on every scheduler command
+
+
+@dataclass
+class PolicySettings:
+    """Site costs and limits of the decision policy (``models.policy``)."""
+
+    node_memory_gb: float = 512.0  # memory to move for a live migration (seed 003 §4.2: Summit)
+    migration_gbs: float = 12.5  # inter-node bandwidth for live migration
+    bb_write_gbs: float = 2.1  # burst-buffer write bandwidth per node; 0 = no burst buffer
+    pfs_write_gbs: float = 1.0  # parallel-file-system write bandwidth per node
+    uc_ceiling: float = 0.0  # hold back warnings of jobs whose UC(n) exceeds this (0 = off)
+    mtbf_h: float = 24.0  # machine MTBF for periodic checkpoint plans at job start
+    ckpt_cost_h: float = 0.1  # checkpoint cost for periodic plans
+    system_nodes: int = 0  # nodes of the machine for MTBF scaling (0 = nodes seen)
+    quiet_minutes: float = 10.0  # a node's warning episode ends after this long without warnings
 
 
 @dataclass
@@ -112,6 +134,7 @@ class Settings:
     topics: TopicSettings = field(default_factory=TopicSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     adapter: AdapterSettings = field(default_factory=AdapterSettings)
+    policy: PolicySettings = field(default_factory=PolicySettings)
     influx: InfluxSettings = field(default_factory=InfluxSettings)
 
     @classmethod

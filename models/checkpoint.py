@@ -149,6 +149,38 @@ def _expected_cost_flat(t_u, t, t_c, mtbf, shape):
     return truncated_mean(t, mtbf, shape) - tau * n_f + counts * t_c * (1.0 - p_t)
 
 
+def _expected_cost_grid(steps, job, t, t_c, mtbf, shape, resolution_h):
+    """Eq. 3.8 for candidates ``t_u = steps * resolution_h`` of many jobs.
+
+    Every failure instant ``i * t_u`` in Eq. 3.7 lies on the job's grid of
+    ``resolution_h``, so the CDF is tabulated once per job (one transcendental per grid
+    point instead of one per (candidate, i) pair) and the sums are gathers from it.
+    """
+    n_grid = np.floor(t / resolution_h + 1e-9).astype(np.int64) + 1  # grid points 0..floor(t/res)
+    offsets = np.cumsum(n_grid) - n_grid
+    gjob = np.repeat(np.arange(t.size), n_grid)
+    gx = (np.arange(gjob.size) - offsets[gjob]) * resolution_h
+    table = failure_cdf(gx, mtbf[gjob], shape[gjob])
+    counts = np.floor(t[job] / (steps * resolution_h) + 1e-12).astype(np.int64)
+    # index of P(i t_u) in the table: offset + i * steps, built as a running sum of steps
+    # inside each candidate's run (first element offset + steps, then + steps each)
+    total = int(counts.sum())
+    starts = np.cumsum(counts) - counts
+    nonzero = counts > 0
+    incr = np.repeat(steps, counts)
+    first = starts[nonzero]
+    incr[first] = offsets[job[nonzero]] + steps[nonzero] - np.concatenate(
+        [[0], (offsets[job] + counts * steps)[nonzero][:-1]])
+    idx = np.cumsum(incr)
+    sums = np.add.reduceat(table[idx], first) if total else np.zeros(0)
+    p_sum = np.zeros(steps.size)
+    p_sum[nonzero] = sums
+    p_t = failure_cdf(t, mtbf, shape)[job]
+    n_f = counts * p_t - p_sum
+    tau = steps * resolution_h - t_c[job]
+    return truncated_mean(t, mtbf, shape)[job] - tau * n_f + counts * t_c[job] * (1.0 - p_t)
+
+
 @dataclass(frozen=True)
 class AwareResult:
     """Outcome of Algorithm 1 for one job.
@@ -202,7 +234,7 @@ def aware_intervals_batch(runtime_h, ckpt_cost_h, mtbf_h, shape: float | None = 
     starts = np.cumsum(n_cand) - n_cand
     steps = np.arange(job.size) - np.repeat(starts, n_cand) + np.repeat(lo, n_cand)
     t_u = steps * resolution_h
-    costs = _expected_cost_flat(t_u, t[job], t_c[job], m[job], w[job])
+    costs = _expected_cost_grid(steps, job, t, t_c, m, w, resolution_h)
     none_cost = truncated_mean(t, m, w)
     results = []
     for j in range(t.size):

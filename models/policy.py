@@ -24,10 +24,10 @@ Times are epoch seconds unless a name says ``_h`` (hours) or ``_s`` (seconds).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 __all__ = ["SiteCosts", "Decision", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
-           "checkpoint_recommendation", "BRANCHES"]
+           "decide_many", "checkpoint_recommendation", "BRANCHES"]
 
 #: branch names of Fig. 4.2 as they appear in action reasons
 BRANCHES = ("migrate:lead>=migration", "checkpoint:lead>=safeguard", "checkpoint:no-spare",
@@ -251,6 +251,61 @@ def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCost
         return [{"kind": "checkpoint", "job_id": str(job["job_id"]), "nodes": nodes or [node], "deadline": deadline,
                  "source": "policy", "reason": {**reason, "expected_node_hours_saved": saved}}]
     return []
+
+
+def decide_many(predictions: list[dict], jobs_by_node: dict, spare_nodes: int, costs: SiteCosts,
+                precision: float, strategy: str = "sul-d", interval_h: float = 0.5, overhead_h: float | None = None,
+                ensemble_fpr: float | None = None, uc_ceiling: float | None = None,
+                now: float | None = None) -> list[dict]:
+    """Decide for several simultaneous predictions; FARS (seed 001) shares short spares.
+
+    Warned nodes are grouped by job. If the jobs that could migrate need more spare nodes
+    than there are, the 0-1 knapsack of :func:`hpcguard.models.fars.select_jobs` (gain
+    ``strategy``, predictor ``precision``, FARS interval ``interval_h``, overhead = the
+    migration time unless ``overhead_h``) picks which jobs get spares; the others go on
+    down the tree without a spare (safeguard checkpoint or nothing). Each job gets at most
+    one action (for its earliest predicted failure); a job picked only by the residual
+    rule (§4.4, partial spares) counts as without a spare; ``reason`` names ``fars`` when FARS
+    chose. Idle predicted nodes are drained.
+    """
+    from hpcguard.models.fars import select_jobs
+
+    warned = [p for p in predictions if p.get("warn")]
+    by_job: dict[str, list[dict]] = {}
+    actions: list[dict] = []
+    for p in warned:
+        job = jobs_by_node.get(str(p["node"]))
+        if job is None:
+            actions += decide(p, None, spare_nodes, costs, now=now)
+        else:
+            by_job.setdefault(str(job["job_id"]), []).append(p)
+    if not by_job:
+        return actions
+    jobs = {str(jobs_by_node[str(ps[0]["node"])]["job_id"]): jobs_by_node[str(ps[0]["node"])] for ps in by_job.values()}
+    first = {j: min(ps, key=lambda p: float(p["time"]) + 60.0 * float(p["lead_minutes"])) for j, ps in by_job.items()}
+    need = {j: len({str(p["node"]) for p in ps}) * costs.spare_per_migration for j, ps in by_job.items()}
+    granted = set(by_job)
+    fars_info = None
+    if sum(need.values()) > spare_nodes:
+        t_now = max(float(p["time"]) for p in warned) if now is None else float(now)
+        cands = []
+        for j, job in jobs.items():
+            t_last = job.get("last_checkpoint_time", job.get("start_time", t_now))
+            cands.append({"id": j, "nodes": int(job.get("num_nodes") or len(_job_nodes(job)) or 1),
+                          "suspicious_nodes": need[j], "runtime_h": float(job.get("time_limit_s", 3600.0)) / 3600.0,
+                          "hours_since_checkpoint": max(t_now - float(t_last), 0.0) / 3600.0})
+        mig_h = costs.migration_seconds() / 3600.0 if overhead_h is None else overhead_h
+        sel = select_jobs(cands, int(spare_nodes), strategy, precision, interval_h, mig_h)
+        granted = set(sel.selected) - ({sel.residual} if sel.residual else set())
+        fars_info = {"strategy": strategy, "selected": sel.selected, "gain": sel.gain, "spare_nodes": int(spare_nodes)}
+    for j, p in first.items():
+        acts = decide(p, jobs[j], need[j] if j in granted else 0, costs, ensemble_fpr, uc_ceiling, now)
+        for a in acts:
+            if fars_info is not None:
+                a["reason"]["fars"] = {**fars_info, "granted_spare": j in granted}
+            a["reason"]["predicted_nodes"] = sorted({str(q["node"]) for q in by_job[j]})
+        actions += acts
+    return actions
 
 
 def checkpoint_recommendation(job: dict, mtbf_h: float, ckpt_cost_h: float, shape: float | None = None,

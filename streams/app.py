@@ -45,6 +45,7 @@ class Pipeline:
     predictor: Any = None  # streams.predictors.*Predictor; None → no node predictions
     adapter: Any = None  # connectors.governor.Governor or an adapter; None → no adapter agent
     policy: Callable[..., list[dict]] | None = None
+    plan: Callable[[dict, int], dict] | None = None  # periodic checkpoint plan at job start
     io_detector: Any = None
     sink: Any = None  # connectors.influx.InfluxSink; None → no sink agent
     roles: frozenset[str] = frozenset({"normalize", "windows", "io", "jobs", "decide", "adapter", "sink"})
@@ -89,6 +90,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
     acks = topic(t.acks, ActionAck)
     dlq = topic(t.dlq, DeadLetter)
     node_jobs_topic = app.topic(t.node_jobs, value_serializer="json", internal=True)
+    plans = app.topic(t.plans, value_serializer="json")
 
     node_jobs = app.Table("node-jobs", default=None, partitions=s.topics.partitions)
     node_warnings = app.Table("node-warnings", default=None, partitions=s.topics.partitions)
@@ -306,6 +308,14 @@ def create_app(pipeline: Pipeline) -> faust.App:
                     continue
                 for node in event.nodes:
                     await node_jobs_topic.send(key=node.encode(), value=event.asdict())
+                if event.event == "start" and pipeline.plan is not None and event.time_limit_s:
+                    try:
+                        plan = pipeline.plan(event.asdict(), max(len(pipeline.nodes_seen), len(event.nodes)))
+                    except (ValueError, ArithmeticError) as exc:
+                        await dead_letter(t.jobs, "plan_error", f"no checkpoint plan: {exc}", raw,
+                                          offset=offset(stream))
+                        continue
+                    await publish(plans, event.job_id, {**plan, "time": event.time, "v": 1})
 
         @app.agent(node_jobs_topic, name="node-jobs")
         async def node_job_map(stream: faust.StreamT) -> None:
@@ -313,7 +323,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
                 node = event.key.decode() if isinstance(event.key, bytes) else str(event.key)
                 job = event.value
                 if job["event"] == "start":
-                    node_jobs[node] = job
+                    node_jobs[node] = {**job, "start_time": job.get("start_time") or job["time"]}
                 elif job["event"] in ("end", "requeue", "fail"):
                     current = node_jobs.get(node)
                     if current and current.get("job_id") == job["job_id"]:
@@ -322,6 +332,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
     # -- decide: node warnings → actions ---------------------------------------------
     if "decide" in pipeline.roles:
         policy = pipeline.policy or default_policy
+        quiet_s = 60.0 * s.policy.quiet_minutes
 
         @app.agent(topic(t.predictions), name="decide")
         async def decide(stream: faust.StreamT) -> None:
@@ -332,8 +343,8 @@ def create_app(pipeline: Pipeline) -> faust.App:
                     continue
                 active = node_warnings.get(p.node)
                 if not p.warn:
-                    if active and p.sample_time - active["last_warn"] > 600:
-                        del node_warnings[p.node]  # episode over after 10 quiet minutes
+                    if active and p.sample_time - active["last_warn"] > quiet_s:
+                        del node_warnings[p.node]  # the warning episode is over
                     continue
                 if active:
                     node_warnings[p.node] = {**active, "last_warn": p.sample_time}
@@ -344,7 +355,13 @@ def create_app(pipeline: Pipeline) -> faust.App:
                 warned = {n for n, v in node_warnings.items() if v}
                 spare = len(pipeline.nodes_seen - busy - warned)
                 prediction = p.asdict()
-                for a in policy(prediction, job, spare, pipeline.predictor):
+                try:
+                    decided = policy(prediction, job, spare, pipeline.predictor)
+                except (ValueError, TypeError, KeyError) as exc:
+                    await dead_letter(t.predictions, "policy_error", f"policy could not decide: {exc}", raw,
+                                      offset=offset(stream))
+                    continue
+                for a in decided:
                     trigger = f"{p.model}@{p.node}@{p.sample_time:.0f}"
                     aid = action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger)
                     deadline = a.get("deadline") or (p.sample_time + 60 * p.lead_minutes)

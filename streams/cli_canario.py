@@ -12,7 +12,7 @@ from hpcguard.streams.cli import emit_json, evaluate_app, fail, simulate_app
 @simulate_app.command("pfs")
 def simulate_pfs_cmd(
     out: str = typer.Option(..., "--out", help="Recorded-data directory to write."),
-    hours: float = typer.Option(72.0, "--hours", help="Simulated span in hours (the detector needs > 24 h)."),
+    hours: float = typer.Option(96.0, "--hours", help="Simulated span in hours (the detector needs > 24 h)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     start: float = typer.Option(1_700_000_000.0, "--start", help="Start epoch (s)."),
     episodes_per_day: float = typer.Option(3.0, "--episodes-per-day", help="Mean PFS degradation episodes per day."),

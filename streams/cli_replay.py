@@ -23,6 +23,8 @@ def replay_command(
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (no progress bar)."),
     prefix: Optional[str] = typer.Option(None, "--prefix", help="Topic prefix (default from settings: hpcguard)."),
     config: Optional[Path] = typer.Option(None, "--config", help="hpcguard TOML settings file."),
+    sensor_map: Optional[Path] = typer.Option(None, "--sensor-map", help="Site sensor-mapping TOML for the "
+                                              "--dry-run decoders (default: the packaged sensors.toml)."),
     security_protocol: Optional[str] = typer.Option(None, "--security-protocol",
                                                     help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
     sasl_mechanism: Optional[str] = typer.Option(None, "--sasl-mechanism", help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
@@ -35,11 +37,9 @@ def replay_command(
 ) -> None:
     """Replay recorded telemetry (LDMS store_csv, FreeIPMI/ipmitool/Telegraf IPMI, sacct) into Kafka.
 
-    LDMS rows go to ldms.<schema> as store_avro_kafka JSON rows, IPMI polls to
-    <prefix>.raw.ipmi, Slurm job events to <prefix>.raw.slurm, all merged in record-time
-    order; unparsable records go to <prefix>.dlq.  Example:
+    LDMS rows go to ldms.<schema> as store_avro_kafka JSON rows, IPMI polls to <prefix>.raw.ipmi and Slurm job events to <prefix>.raw.slurm, merged in record-time order; unparsable records go to <prefix>.dlq.
 
-        hpcguard replay /data/recording --bootstrap 127.0.0.1:9092 --speed 60
+    Example: hpcguard replay /data/recording --bootstrap 127.0.0.1:9092 --speed 60
     """
     from hpcguard.connectors.errors import ParseError
     from hpcguard.connectors.replay import FILE_FORMATS
@@ -64,9 +64,14 @@ def replay_command(
         fail(str(exc))
     try:
         if dry_run:
+            from hpcguard.connectors.mapping import SensorMapping
             from hpcguard.connectors.replay import dry_run as run_dry
 
-            report = run_dry([str(p) for p in paths], fmt)
+            try:
+                mapping = SensorMapping.load(sensor_map)
+            except FileNotFoundError as exc:
+                fail(str(exc))
+            report = run_dry([str(p) for p in paths], fmt, mapping=mapping)
         else:
             from kafka.errors import KafkaError
 

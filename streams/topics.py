@@ -15,6 +15,7 @@
 | raw.ipmi | node | RawLine (FreeIPMI / ipmitool / Telegraf text) |
 | raw.slurm | job | RawLine (sacct --parsable2 rows) |
 | raw.probes | probe | RawLine (probe log rows) |
+| checkpoint.plans | job | periodic checkpoint plan (aware interval) published at job start |
 | internal.node-jobs | node | job events re-keyed by node (worker-internal) |
 LDMS rows arrive on LDMS's own topics, ``ldms.<schema>`` by default.
 """
@@ -39,6 +40,7 @@ CANONICAL = {
     "raw_slurm": "raw.slurm",
     "raw_probes": "raw.probes",
     "node_jobs": "internal.node-jobs",
+    "plans": "checkpoint.plans",
 }
 
 
@@ -58,6 +60,7 @@ class TopicNames:
     raw_slurm: str
     raw_probes: str
     node_jobs: str
+    plans: str
     ldms: tuple[str, ...]
 
     @classmethod

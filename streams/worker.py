@@ -12,24 +12,10 @@ ROLES = ("normalize", "windows", "io", "jobs", "decide", "adapter", "sink")
 
 
 def build_adapter(settings: Settings, adapter_kind: str | None = None, **options):
-    """The adapter behind the safety governor when one is available, else dry-run."""
-    kind = adapter_kind or settings.adapter.kind
-    try:
-        from hpcguard.connectors.adapters import make_adapter
-    except ImportError:
-        make_adapter = None
-    if make_adapter is None:
-        if kind != "dry-run":
-            raise ValueError(f"adapter {kind!r} is not available in this build")
-        from hpcguard.connectors.adapters import DryRunAdapter
+    """The configured adapter behind the safety governor (limits, ledger, validation)."""
+    from hpcguard.connectors.governor import Governor
 
-        return DryRunAdapter(settings.adapter.audit_log)
-    adapter = make_adapter(kind, settings, **options)
-    try:
-        from hpcguard.connectors.governor import Governor, GovernorConfig
-    except ImportError:
-        return adapter
-    return Governor(adapter, GovernorConfig(), settings.adapter.ledger)
+    return Governor.from_settings(settings, adapter_kind, **options)
 
 
 def build_pipeline(settings: Settings, roles: Iterable[str] = ROLES, adapter=None):
@@ -44,19 +30,16 @@ def build_pipeline(settings: Settings, roles: Iterable[str] = ROLES, adapter=Non
             "'hpcguard train baseline')")
     if "adapter" in roles and adapter is None:
         adapter = build_adapter(settings)
-    policy = None
-    try:
-        from hpcguard.streams.decisions import policy_for
-        policy = policy_for(settings)
-    except ImportError:
-        pass
+    from hpcguard.streams.decisions import plan_for, policy_for
+
+    policy, plan = policy_for(settings), plan_for(settings)
     sink = None
     if "sink" in roles and settings.influx.url:
         from hpcguard.connectors.influx import InfluxSink
 
         sink = InfluxSink.from_settings(settings.influx)
     return Pipeline(settings=settings, topics=TopicNames.from_settings(settings.topics), predictor=predictor,
-                    adapter=adapter, roles=roles, policy=policy, sink=sink)
+                    adapter=adapter, roles=roles, policy=policy, plan=plan, sink=sink)
 
 
 def run_worker(settings: Settings, roles: Iterable[str] = ROLES, loglevel: str = "warning", adapter=None) -> None:

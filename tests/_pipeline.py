@@ -37,7 +37,8 @@ class WorkerProcess:
         for r in roles:
             argv += ["--role", r]
         self.argv = argv + list(extra)
-        self.env = {**os.environ, "HPCGUARD_TOPICS__LDMS_FORMAT": self.prefix + ".ldms.{schema}", **(env or {})}
+        self.env = {**os.environ, "HPCGUARD_TOPICS__LDMS_FORMAT": self.prefix + ".ldms.{schema}",
+                    "HPCGUARD_ADAPTER__LEDGER": str(tmp / "ledger.sqlite"), **(env or {})}
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "WorkerProcess":

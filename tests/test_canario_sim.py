@@ -76,3 +76,14 @@ def test_cli_simulate_and_evaluate(tmp_path):
     assert all(p.endswith(".png") for p in res["plots"]) and len(res["plots"]) == 3
     bad = runner.invoke(app, ["evaluate", "canario", "--data", str(tmp_path / "nope")])
     assert bad.exit_code != 0 and "not found" in bad.output
+
+
+def test_external_job_table_gets_scripts_sensitivity_and_stretch():
+    jobs = [{"job_id": f"j{i}", "submit": 600.0 * i, "start": 600.0 * i + 60, "runtime_s": 3600.0, "num_nodes": 2,
+             "nodes": ["n1", "n2"], "user": "u", "name": "x"} for i in range(30)]
+    tr = simulate_pfs(np.random.default_rng(0), 0.0, 30000.0, jobs=jobs, episodes_per_day=0.0,
+                      failed_start_prob=0.0, deck_change_prob=0.0)
+    assert list(tr.jobs["job_id"]) == [f"j{i}" for i in range(30)]
+    np.testing.assert_allclose(tr.jobs["start"], [600.0 * i + 60 for i in range(30)])
+    assert np.all(np.abs(tr.jobs["runtime_s"] / 3600.0 - 1) < 0.05)
+    assert tr.jobs["nodes"][0] == "n1,n2" and set(tr.scripts) == {f"j{i}" for i in range(30)}

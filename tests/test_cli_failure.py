@@ -86,3 +86,21 @@ def test_evaluate_missing_model_is_a_clear_error(recorded):
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(recorded / "nope"), "--data",
                             str(recorded / "test"), "--report", str(recorded / "r")])
     assert r.exit_code == 2 and "manifest.json" in r.output
+
+
+def test_end_to_end_on_simulated_recordings(tmp_path):
+    """simulate telemetry (files) → train failure → evaluate failure on another seed."""
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    for seed in (1, 2):
+        simulate_telemetry(str(tmp_path / f"sim{seed}"), nodes=8, hours=3, seed=seed, mtbf_hours=0.5)
+    r = runner.invoke(app, ["train", "failure", "--data", str(tmp_path / "sim1"), "--out", str(tmp_path / "m"),
+                            "--mc-splits", "1", "--calibration-ok", "400", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["failures"] >= 4
+    r = runner.invoke(app, ["evaluate", "failure", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "sim2"),
+                            "--report", str(tmp_path / "rep"), "--max-ok", "500", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert len(rows) == 8 and rows[4]["name"] == "lstm-vote"
+    assert json.loads((tmp_path / "rep" / "report.json").read_text())["online"]["healthy_steps"] > 0

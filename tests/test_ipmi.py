@@ -122,3 +122,6 @@ def test_mapping_is_case_and_separator_insensitive_and_site_overridable(tmp_path
            "text": "Proc Temp B | 1h | ok | 3.1 | 50 degrees C\nProc Temp A | 2h | ok | 3.1 | 40 degrees C\n"}
     assert decode_ipmi_envelope(env, ms)[0]["values"] == {"cpu_temp": 40.0}  # first by priority
     assert ms.ipmi_canonical("FAN1A") == "cpu_fan_rpm"  # other sensors keep the defaults
+    short = tmp_path / "short.toml"
+    short.write_text('[ipmi]\ncpu_voltage = ["VCCIN A"]\n')
+    assert SensorMapping.load(short).ipmi_canonical("vccin-a") == "cpu_voltage"

@@ -39,7 +39,8 @@ def samples(node, minutes, fan_drop_from=None):
     return out
 
 
-def test_failing_node_running_a_job_is_checkpointed_and_drained(kafka_settings, tmp_path, baseline_dir):
+def test_failing_nodes_lead_to_migrate_and_drain(kafka_settings, tmp_path, baseline_dir):
+    """n2 runs job 42 and fails with a spare node free → migrate; idle n3 fails → drain."""
     with WorkerProcess(kafka_settings, tmp_path, baseline_dir, roles=["windows", "jobs", "decide", "adapter"]) as w:
         t = w.topics
         w.produce(t.jobs, [("42", {"job_id": "42", "event": "start", "time": T0, "nodes": ["n2"], "num_nodes": 1,
@@ -48,7 +49,8 @@ def test_failing_node_running_a_job_is_checkpointed_and_drained(kafka_settings, 
         # a malformed sample and a foreign schema version go to the dead-letter topic, the worker goes on
         w.produce(t.samples_ipmi, [("n9", b"{not json"), ("n9", {"node": "n9", "time": T0, "source": "ipmi",
                                                                  "values": {}, "v": 99})])
-        feed = sorted(samples("n1", 12) + samples("n2", 12, fan_drop_from=8), key=lambda kv: kv[1]["time"])
+        feed = sorted(samples("n1", 12) + samples("n2", 12, fan_drop_from=8) + samples("n3", 12, fan_drop_from=9),
+                      key=lambda kv: kv[1]["time"])
         w.produce(t.samples_ipmi, feed)
         acks = w.wait_for(t.acks, lambda r: len(r) >= 2)
         actions = w.wait_for(t.actions, lambda r: len(r) >= 2)
@@ -56,14 +58,16 @@ def test_failing_node_running_a_job_is_checkpointed_and_drained(kafka_settings, 
         dead = w.wait_for(t.dlq, lambda r: len(r) >= 2)
 
     kinds = {a["kind"]: a for a in actions}
-    assert set(kinds) == {"checkpoint", "drain"}
-    assert kinds["checkpoint"]["job_id"] == "42" and kinds["checkpoint"]["nodes"] == ["n2"]
-    assert kinds["drain"]["nodes"] == ["n2"]
+    assert set(kinds) == {"migrate", "drain"}
+    assert kinds["migrate"]["job_id"] == "42" and kinds["migrate"]["nodes"] == ["n2"]
+    assert kinds["migrate"]["reason"]["branch"] == "migrate:lead>=migration"
+    assert kinds["migrate"]["reason"]["expected_node_hours_saved"] > 0
+    assert kinds["drain"]["nodes"] == ["n3"] and kinds["drain"]["job_id"] is None
     assert all(a["trigger_time"] for a in actions)
     assert {a["status"] for a in acks} == {"skipped"}  # dry-run adapter
     assert {a["action_id"] for a in acks} == {a["action_id"] for a in actions}
     assert not [p for p in preds if p["node"] == "n1" and p["warn"]]  # the healthy node is never warned
-    first_warn = min(p["sample_time"] for p in preds if p["warn"])
+    first_warn = min(p["sample_time"] for p in preds if p["warn"] and p["node"] == "n2")
     assert T0 + 8 * 60 <= first_warn <= T0 + 11 * 60
     assert {d["error_kind"] for d in dead} == {"bad_record"}
     assert any("schema version v=99" in d["reason"] for d in dead)

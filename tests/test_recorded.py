@@ -130,3 +130,26 @@ def test_failures_anomalies_meta(tmp_path):
     assert load_meta(tmp_path / "ldms") == {}
     with pytest.raises(FileNotFoundError):
         load_sensor_grid(tmp_path / "nope")
+
+
+def test_bad_ipmi_rows_are_counted_not_used(tmp_path):
+    nodes, steps = write_recording(tmp_path, hours=0.05)
+    with open(tmp_path / "ipmi" / "n001.csv", "a") as fh:
+        fh.write("garbage line\n")
+    grid = load_sensor_grid(tmp_path)
+    assert grid.skipped == {"ipmi_bad_row": 1}
+    assert grid.values.shape == (3, steps, 10)
+
+
+def test_ipmitool_and_telegraf_recordings(tmp_path):
+    (tmp_path / "ipmi").mkdir()
+    (tmp_path / "ipmi" / "n001.txt").write_text(
+        "# hpcguard-poll host=n001 time=0.5\nCPU1 Temp | 30h | ok | 3.1 | 45 degrees C\n"
+        "# hpcguard-poll host=n001 time=9.5\nCPU1 Temp | 30h | ok | 3.1 | 47 degrees C\n"
+        "# hpcguard-poll host=n001 time=15.5\nCPU1 Temp | 30h | ns | 3.1 | No Reading\n")
+    (tmp_path / "ipmi" / "n002.lp").write_text(
+        "ipmi_sensor,host=n002,name=fan1a,status_code=ok value=3000 16000000000\n")
+    grid = load_sensor_grid(tmp_path)
+    assert grid.nodes == ["n001", "n002"] and grid.t0 == 0.0 and grid.values.shape == (2, 2, 10)
+    assert grid.values[0, :, 0].tolist()[0] == 47.0 and np.isnan(grid.values[0, 1, 0])  # last value; N/A stays NaN
+    assert grid.values[1, 1, 1] == 3000.0

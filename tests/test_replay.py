@@ -86,6 +86,9 @@ def test_cli_dry_run_and_missing_path(tmp_path):
     run = subprocess.run([sys.executable, "-m", "hpcguard", "replay", str(tmp_path / "missing"), "--dry-run"],
                          capture_output=True, text=True)
     assert run.returncode != 0 and "no such file" in run.stderr
+    run = subprocess.run([sys.executable, "-m", "hpcguard", "replay", str(tmp_path), "--dry-run", "--format", "xml"],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "unknown --format" in run.stderr
 
 
 @pytest.mark.broker

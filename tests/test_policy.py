@@ -1,0 +1,112 @@
+"""Multilevel decision tree (seed 003 Fig. 4.2, Tab. 4.1), UC gating, decide()."""
+import math
+
+import pytest
+
+from hpcguard.models.policy import (SiteCosts, checkpoint_recommendation, decide, decide_many, multilevel_decision,
+                                    shift_schedule, uc_gate)
+
+PRED = {"node": "n3", "time": 10_000.0, "warn": True, "lead_minutes": 2.0, "failure_probability": 0.8,
+        "model": "ensemble-lstm"}
+JOB = {"job_id": "77", "nodes": ["n1", "n2", "n3", "n4"], "num_nodes": 4, "start_time": 3_000.0,
+       "time_limit_s": 12 * 3600, "last_checkpoint_time": 7_000.0}
+
+
+def test_summit_migration_time_41_seconds():
+    # seed 003 §4.4: 512 GB DRAM over ~12.5 GB/s -> "maximum ... time needed to migrate ... is 41 seconds"
+    assert round(SiteCosts().migration_seconds()) == 41
+
+
+@pytest.mark.parametrize("lead, spare, kind, branch", [
+    (60, True, "migrate", "migrate:lead>=migration"),
+    (60, False, "checkpoint", "checkpoint:no-spare"),
+    (35, True, "checkpoint", "checkpoint:lead>=safeguard"),
+    (10, True, "none", "none:imminent-failure"),
+    (41, True, "migrate", "migrate:lead>=migration"),  # boundary: lead == migration time
+])
+def test_decision_tree_branches(lead, spare, kind, branch):
+    d = multilevel_decision(lead, migration_s=41, safeguard_ckpt_s=30, spare_available=spare)
+    assert (d.kind, d.branch) == (kind, branch)
+
+
+def test_schedule_shifts_follow_tab_4_1():
+    nxt, end, period = 9_000.0, 5_000.0, 3_600.0
+    assert shift_schedule("migrate", "computation", nxt, end, period) == nxt
+    assert shift_schedule("migrate", "checkpoint_bb", nxt, end, period) == end
+    assert shift_schedule("checkpoint", "bleed_off", nxt, end, period) == nxt
+    assert shift_schedule("checkpoint", "computation", nxt, end, period) == end + period
+    assert shift_schedule("none", "computation", nxt, end, period) == end + period
+    with pytest.raises(ValueError):
+        shift_schedule("migrate", "lunch", nxt, end, period)
+
+
+def test_decide_migrate_and_checkpoint_actions():
+    costs = SiteCosts(node_memory_gb=64, migration_gbs=12.5, bb_write_gbs=2.1, pfs_write_gbs=1.0)
+    (act,) = decide(PRED, JOB, spare_nodes=2, costs=costs)
+    assert act["kind"] == "migrate" and act["nodes"] == ["n3"] and act["source"] == "policy"
+    assert act["deadline"] == PRED["time"] + 120
+    r = act["reason"]
+    assert r["branch"] == "migrate:lead>=migration" and r["lead_minutes"] == pytest.approx(2.0)
+    assert r["expected_node_hours_saved"] == pytest.approx(0.8 * 4 * (10_120 - 7_000) / 3600)
+    assert r["inputs"]["migration_s"] == pytest.approx(64 / 12.5)
+
+    (ck,) = decide(PRED, JOB, spare_nodes=0, costs=costs)
+    assert ck["kind"] == "checkpoint" and ck["nodes"] == JOB["nodes"]
+    safeguard = 64 / 2.1 + 64 / 1.0
+    assert ck["reason"]["expected_node_hours_saved"] == pytest.approx(0.8 * 4 * 3000 / 3600 - 4 * safeguard / 3600)
+
+    late = decide({**PRED, "lead_minutes": 0.5}, JOB, spare_nodes=0, costs=costs)
+    assert late == []  # imminent failure: nothing to do
+    assert decide({**PRED, "warn": False}, JOB, 2, costs) == []
+    (drain,) = decide(PRED, None, 2, costs)
+    assert drain["kind"] == "drain" and drain["nodes"] == ["n3"]
+
+
+def test_decide_uses_now_for_remaining_lead():
+    costs = SiteCosts(node_memory_gb=64)
+    (act,) = decide(PRED, JOB, 2, costs, now=PRED["time"] + 60)
+    assert act["reason"]["lead_minutes"] == pytest.approx(1.0)
+
+
+def test_uc_gating_holds_back_large_jobs():
+    metrics = pytest.importorskip("hpcguard.models.metrics")
+    ok, uc = uc_gate(0.00004, 1024, ceiling=0.05)
+    assert ok and uc == pytest.approx(float(metrics.uc_probability(0.00004, 1024)))
+    assert uc == pytest.approx(1 - (1 - 0.00004) ** 1024)  # Eq. 4.4 with P(K) = 1
+    costs = SiteCosts(node_memory_gb=64)
+    big = {**JOB, "num_nodes": 4096}
+    assert decide(PRED, big, 2, costs, ensemble_fpr=0.00004, uc_ceiling=0.05) == []
+    (act,) = decide(PRED, JOB, 2, costs, ensemble_fpr=0.00004, uc_ceiling=0.05)
+    assert act["reason"]["uc"] == pytest.approx(1 - (1 - 0.00004) ** 4)
+
+
+def test_bad_prediction_rejected():
+    with pytest.raises(ValueError, match="lead_minutes"):
+        decide({"node": "n1", "time": 0.0, "warn": True}, JOB, 1, SiteCosts())
+    with pytest.raises(ValueError):
+        decide({**PRED, "lead_minutes": math.nan}, JOB, 1, SiteCosts())
+
+
+def test_checkpoint_recommendation_uses_aware_interval():
+    from hpcguard.models.checkpoint import aware_interval
+
+    rec = checkpoint_recommendation(JOB, mtbf_h=24.0, ckpt_cost_h=0.25, shape=0.8, system_nodes=16)
+    ref = aware_interval(12.0, 0.25, 24.0, shape=0.8, nodes=4, system_nodes=16)
+    assert rec["interval_h"] == pytest.approx(ref.interval_h)
+    assert rec["first_checkpoint_time"] == pytest.approx(JOB["start_time"] + ref.interval_h * 3600)
+    assert rec["job_mtbf_h"] == pytest.approx(96.0)
+
+
+def test_decide_many_lets_fars_share_short_spares():
+    costs = SiteCosts(node_memory_gb=64)
+    big = {**JOB, "job_id": "big", "nodes": [f"b{i}" for i in range(64)], "num_nodes": 64}
+    small = {**JOB, "job_id": "small", "nodes": ["s1", "s2"], "num_nodes": 2}
+    preds = [{**PRED, "node": "b7"}, {**PRED, "node": "s1"}, {**PRED, "node": "idle9"}]
+    by_node = {n: big for n in big["nodes"]} | {n: small for n in small["nodes"]}
+    acts = {a["job_id"]: a for a in decide_many(preds, by_node, 1, costs, precision=0.8)}
+    assert acts["big"]["kind"] == "migrate"          # SUL-D: more node-hours at risk
+    assert acts["big"]["reason"]["fars"]["granted_spare"] is True
+    assert acts["small"]["kind"] == "checkpoint"     # no spare left: safeguard checkpoint
+    assert acts[None]["kind"] == "drain"
+    plenty = decide_many(preds, by_node, 5, costs, precision=0.8)
+    assert sorted(a["kind"] for a in plenty) == ["drain", "migrate", "migrate"]
