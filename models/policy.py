@@ -26,7 +26,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-__all__ = ["SiteCosts", "Decision", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
+from hpcguard.models.actions import action_id  # re-exported: ids of the actions decided here
+
+__all__ = ["action_id", "SiteCosts", "Decision", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
            "decide_many", "checkpoint_recommendation", "BRANCHES"]
 
 #: branch names of Fig. 4.2 as they appear in action reasons

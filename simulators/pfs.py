@@ -290,7 +290,8 @@ def _templates(rng: np.random.Generator, n: int, first_id: int = 0) -> list[dict
 def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optional[Sequence[dict]] = None, *,
                  n_nodes: int = 128, jobs_per_hour: float = 30.0, n_templates: int = 200,
                  new_template_prob: float = 0.1, episodes_per_day: float = 3.0, quiet_head_s: float = 0.0,
-                 probe_slots: int = 2, failed_start_prob: float = 0.03, deck_change_prob: float = 0.03,
+                 probe_slots: int = 2, queue_wait_s: float = 1800.0, failed_start_prob: float = 0.03,
+                 deck_change_prob: float = 0.03,
                  background_io: float = 2e8) -> PfsTrace:
     """Simulate the PFS, probes and jobs from ``start`` to ``end`` (epoch seconds).
 
@@ -304,6 +305,9 @@ def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optio
         Poisson job stream of ``jobs_per_hour``.
     quiet_head_s
         No episode starts in the first ``quiet_head_s`` seconds.
+    queue_wait_s
+        Mean queue wait of generated jobs (exponential); a busy production queue
+        is what gives IO-aware replacement its waiting IO-resistant jobs.
     """
     if not end > start:
         raise ValueError("end must be after start")
@@ -319,7 +323,7 @@ def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optio
         m = rng.poisson(jobs_per_hour * n / 3600.0)
         submit = np.sort(rng.uniform(0, n, m))
         job_ids = np.array([str(100000 + i) for i in range(m)])
-        wait = rng.exponential(300.0, m)
+        wait = rng.exponential(queue_wait_s, m)
         start_off = submit + wait
         given_nodes = [None] * m
         given_users = [None] * m
@@ -400,7 +404,8 @@ def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optio
     noise_r = rng.lognormal(-sigma ** 2 / 2, sigma)
     noise_w = rng.lognormal(-sigma ** 2 / 2, sigma)
     params = {"n_nodes": n_nodes, "jobs_per_hour": jobs_per_hour, "n_templates": n_templates,
-              "episodes_per_day": episodes_per_day, "probe_slots": probe_slots, "quiet_head_s": quiet_head_s}
+              "episodes_per_day": episodes_per_day, "probe_slots": probe_slots, "queue_wait_s": queue_wait_s,
+              "quiet_head_s": quiet_head_s}
     return PfsTrace(start=float(start), end=float(start + n), slowdown=slowdown,
                     io_read=demand_r / slowdown * noise_r, io_write=demand_w / slowdown * noise_w,
                     episodes=[{**ep, "start": start + ep["start"], "end": start + ep["end"]} for ep in episodes],

@@ -78,7 +78,7 @@ def train_failure(
     calibration_ok: int = typer.Option(20000, "--calibration-ok", min=0,
                                        help="Extra healthy events for the LSTM voter and its ROC threshold."),
     target_fpr: Optional[float] = typer.Option(None, "--target-fpr", help="Choose the LSTM threshold for this "
-                                               "fpr [default: highest tpr at the lowest fpr step, as seed 000]."),
+                                               "fpr (unset: highest tpr at the lowest fpr step, as seed 000)."),
     mc_splits: int = typer.Option(3, "--mc-splits", min=1, help="Monte-Carlo cross-validation splits per network."),
     as_json: bool = typer.Option(False, "--json", help="Print the training report as JSON."),
 ) -> None:
@@ -183,7 +183,7 @@ def evaluate_failure(
     data: str = typer.Option(..., "--data", help="Held-out recorded-data directory (with failures.csv)."),
     report: str = typer.Option(..., "--report", help="Output directory for report.json, report.md and PNG plots."),
     train_data: Optional[List[str]] = typer.Option(None, "--train-data", help="Training directories for the "
-                                                   "random-forest and baseline rows [default: the model's]."),
+                                                   "random-forest and baseline rows (unset: the model's)."),
     max_ok: int = typer.Option(50000, "--max-ok", min=100, help="Healthy events sampled for the fpr."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
     online: bool = typer.Option(True, "--online/--no-online", help="Also run the ensemble at every 15 s step "

@@ -107,7 +107,8 @@ def interval(
     runtime: Optional[str] = typer.Option(None, "--runtime", help="Job runtime t, e.g. 18.99h (needed for "
                                           "aware, expected and simulated costs)."),
     nodes: int = typer.Option(1, "--nodes", min=1, help="Nodes of the job."),
-    system_nodes: int = typer.Option(1, "--system-nodes", min=1, help="Nodes of the machine the MTBF is for."),
+    system_nodes: int = typer.Option(1, "--system-nodes", min=1, help="Nodes of the machine the MTBF is for "
+                                     "(default: the MTBF is the job's own)."),
     weibull_shape: Optional[float] = typer.Option(None, "--weibull-shape", help="Weibull shape w (seed 000 uses "
                                                   "0.8); default Poisson."),
     poisson: bool = typer.Option(False, "--poisson", help="Poisson (exponential) failures (the default)."),
@@ -137,6 +138,8 @@ def interval(
         t_c = _hours("--ckpt-cost", ckpt_cost)
         t = None if runtime is None else _hours("--runtime", runtime)
         job_list = [{"runtime_h": t, "nodes": nodes, "ckpt_cost_h": t_c}]
+    if system_nodes > 1 and any(j["nodes"] > system_nodes for j in job_list):
+        fail(f"a job cannot use more nodes than --system-nodes ({system_nodes})")
     if any(j["ckpt_cost_h"] <= 0 or (j["runtime_h"] is not None and j["runtime_h"] <= 0) for j in job_list):
         fail("checkpoint cost and runtime must be > 0")
     try:

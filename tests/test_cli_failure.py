@@ -1,7 +1,6 @@
 """CLI: hpcguard uc, train failure, evaluate failure."""
 import json
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 

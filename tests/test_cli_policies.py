@@ -83,3 +83,9 @@ def test_fars_select(tmp_path):
     f.write_text("{not json")
     res = runner.invoke(app, ["fars", "select", "--spare", "3", "--jobs", str(f), "--precision", "0.5"])
     assert res.exit_code == 2 and "not JSON" in res.output
+
+
+def test_interval_rejects_job_larger_than_system():
+    res = runner.invoke(app, ["checkpoint", "interval", "--method", "young", "--mtbf", "24h", "--ckpt-cost", "30m",
+                              "--nodes", "8", "--system-nodes", "4"])
+    assert res.exit_code == 2 and "--system-nodes" in res.output

@@ -56,7 +56,8 @@ def evaluate_detector(win: dict, models: Sequence[str] = ("knn", "rf", "dt"),
 
 
 def evaluate_jobs(trace, probe_ratio: np.ndarray, retrain_every: int = 100, train_size: int = 500,
-                  min_unique: int = 100, min_per_class: int = 25, seed: int = 0, progress: Optional[Callable[[int, int], None]] = None) -> dict:
+                  min_unique: int = 100, min_per_class: int = 25, seed: int = 0,
+                  progress: Optional[Callable[[int, int], None]] = None) -> dict:
     """Replay submissions: label completed jobs (§4.3), retrain the CNN every 100 completions, predict at submit.
 
     As in §4.4 the first training waits until ``min_unique`` unique labelled jobs exist

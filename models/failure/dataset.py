@@ -30,6 +30,7 @@ Example
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,12 +152,9 @@ def build_events(values: np.ndarray, t0: float, grid_s: float, failure_nodes, fa
 def learn_imputation(features: np.ndarray) -> np.ndarray:
     """Per-feature training median (last axis), NaN-free (0 where a feature is never present)."""
     f = np.asarray(features, dtype=float).reshape(-1, np.shape(features)[-1])
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            med = np.nanmedian(f, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a feature never present → NaN → 0 below
+        med = np.nanmedian(f, axis=0)
     return np.where(np.isnan(med), 0.0, med)
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from hpcguard.models.failure.dataset import WINDOW_STEPS, impute
-from hpcguard.models.failure.networks import (LEAD_MINUTES, N_INPUTS, LeadNetwork, make_networks,
+from hpcguard.models.failure.networks import (N_INPUTS, LeadNetwork, make_networks,
                                               stacked_failure_probabilities)
 from hpcguard.models.failure.voting import LstmVoter, unanimous_vote
 from hpcguard.models.features import CANONICAL_SENSORS, STATISTICS
