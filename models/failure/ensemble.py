@@ -109,7 +109,9 @@ class FailureEnsemble:
         if f.shape[-1] != N_INPUTS or f.ndim not in (2, 3):
             raise ValueError(f"features must be (N, {N_INPUTS}) or (N, {len(self.nets)}, {N_INPUTS}), "
                              f"got shape {f.shape}")
-        return (impute(f, self.medians) - self.mean) / self.std
+        if np.isnan(f).any():
+            f = impute(f, self.medians)
+        return (f - self.mean) / self.std
 
     def network_probabilities(self, features: np.ndarray) -> np.ndarray:
         """``(N, 6)`` failure probability of every network (lead order)."""

@@ -1,0 +1,92 @@
+"""End to end on a real Slurm: a predicted failure on the node of a running Slurm job
+leads, through the broker, to the job being checkpointed and requeued off the drained node.
+
+The node → job map comes from the real controller (``SlurmPoller``), the node samples
+show a failing fan on the job's node, the worker's baseline warns, ``models.policy``
+decides ``migrate`` (a spare node is free) and the Slurm adapter behind the governor
+drains the node, signals the job and requeues it.
+"""
+import json
+import time
+
+import numpy as np
+import pytest
+
+from _pipeline import WorkerProcess
+from hpcguard.models.baseline import BaselineDetector
+from hpcguard.models.features import CANONICAL_SENSORS
+
+pytestmark = [pytest.mark.slurm, pytest.mark.broker]
+
+HEALTHY = dict(cpu_temp=50.0, cpu_fan_rpm=6000.0, cpu_voltage=1.1, psu_temp=40.0, load_1min=8.0, cpu_user=80.0,
+               disk_usage=30.0, mem_usage=40.0, bytes_in=1e6, bytes_out=1e6)
+TRAP_SCRIPT = """#!/bin/bash
+trap 'echo "got-USR1 restart=${SLURM_RESTART_COUNT:-0}" >> {out}/signals' USR1
+echo "start restart=${SLURM_RESTART_COUNT:-0} node=$SLURMD_NODENAME" >> {out}/starts
+while true; do sleep 0.2; done
+"""
+
+
+@pytest.fixture
+def cluster(slurm_cluster):
+    slurm_cluster.reset_nodes()
+    yield slurm_cluster
+    slurm_cluster.reset_nodes()
+
+
+def node_samples(nodes, t0, minutes, failing, fail_from_min):
+    rng = np.random.default_rng(5)
+    out = []
+    for k in range(int(minutes * 4)):
+        t = t0 + 15 * k
+        for node in nodes:
+            values = {s: v * (1 + 0.01 * rng.standard_normal()) for s, v in HEALTHY.items()}
+            if node == failing and k >= fail_from_min * 4:
+                values["cpu_fan_rpm"] *= 0.3
+                values["cpu_temp"] += 30
+            out.append((node, {"node": node, "time": t, "source": "ipmi", "values": values, "v": 1}))
+    return out
+
+
+def test_predicted_failure_requeues_real_job_off_drained_node(cluster, kafka_settings, tmp_path):
+    from hpcguard.connectors.slurm import SlurmRunner
+    from hpcguard.connectors.slurm_poller import SlurmPoller
+
+    out = tmp_path / "job"
+    out.mkdir()
+    job = cluster.sbatch(TRAP_SCRIPT.replace("{out}", str(out)), "--requeue")
+    cluster.wait_for(lambda: (out / "starts").exists(), timeout=30, what=f"job {job} to start")
+    node = cluster.job_field(job, "NodeList")
+
+    rng = np.random.default_rng(0)
+    base = np.array([HEALTHY[s] for s in CANONICAL_SENSORS])
+    det = BaselineDetector(persistence=2).learn_many(base * (1 + 0.02 * rng.standard_normal((2000, 16, 10))))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "baseline.json").write_text(json.dumps({**det.to_state(), "version": "e2e"}))
+    governor = tmp_path / "governor.toml"
+    governor.write_text("max_drained_fraction = 0.5\n")
+    env = {"SLURM_CONF": str(cluster.conf), "HPCGUARD_ADAPTER__GOVERNOR_CONFIG": str(governor),
+           "HPCGUARD_ADAPTER__MIGRATE_GRACE_S": "1", "HPCGUARD_ADAPTER__SLURM_CONF": str(cluster.conf)}
+    events = [e for e in SlurmPoller(SlurmRunner(slurm_conf=str(cluster.conf))).poll() if e.get("job_id")]
+    assert any(e["job_id"] == job and e["event"] == "start" and e["nodes"] == [node] for e in events)
+
+    with WorkerProcess(kafka_settings, tmp_path, str(model), roles=["windows", "jobs", "decide", "adapter"],
+                       extra=["--adapter", "slurm"], env=env) as w:
+        w.produce(w.topics.jobs, [(e["job_id"], {**e, "v": 1}) for e in events])
+        w.wait_for(w.topics.node_jobs, lambda r: any(e["job_id"] == job for e in r))
+        t0 = time.time() - 15 * 60  # stream times close to now, as live telemetry would be
+        w.produce(w.topics.samples_ipmi, node_samples(cluster.nodes, t0, 12, node, fail_from_min=8))
+        acks = w.wait_for(w.topics.acks, lambda r: len(r) >= 1, timeout_s=180)
+        actions = w.wait_for(w.topics.actions, lambda r: len(r) >= 1)
+
+    assert [(a["kind"], a["job_id"], a["nodes"]) for a in actions] == [("migrate", job, [node])]
+    assert acks[0]["status"] == "applied", acks[0]
+    assert f"hpcguard {actions[0]['action_id']}" in cluster.node_line(node)  # drained with our reason
+    assert "DRAIN" in cluster.node_line(node)
+    assert (out / "signals").read_text().startswith("got-USR1")  # the checkpoint signal reached the job
+    assert int(cluster.job_field(job, "Restarts") or 0) >= 1  # requeued
+    state = cluster.job_field(job, "JobState")
+    assert state in ("PENDING", "REQUEUED", "RUNNING", "CONFIGURING"), state
+    if state == "RUNNING":  # a drained node takes no job: if it runs again, it runs elsewhere
+        assert cluster.job_field(job, "NodeList") != node
