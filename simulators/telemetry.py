@@ -26,18 +26,28 @@ Failures
     ``counter_reset_rate`` per node-day a Lustre or network counter restarts from 0
     without a gap (stats cleared, interface re-created), listed in ``meta.json``.
 Precursors
-    A fraction ``precursor_fraction`` of the failures is preceded, from a lead
-    uniform in ``precursor_lead_minutes`` (2–10 min), by one hardware precursor whose
-    strength ramps as ``a · x^p`` (``x`` the fraction of the window elapsed, ``a`` in
-    0.5–1, ``p`` in 1–2.5) towards the failure.  Kinds: ``fan`` (fan RPM falls, CPU
+    A fraction ``precursor_fraction`` of the failures is preceded, from an onset
+    lead uniform in ``precursor_lead_minutes`` (default 6–10 min, inside the 2–10 min
+    the issue asks for), by one hardware precursor.  Its strength is front-loaded: at
+    onset it steps to a fraction ``b`` (``precursor_step``, default 0.6–0.9) of its
+    full strength ``a`` (``precursor_strength``, default 0.8–1.2), then ramps as
+    ``a · (b + (1 − b) · x^p)`` (``x`` the fraction of the window elapsed, ``p`` from
+    ``precursor_power``, default 0.5–1) towards the failure — a degrading component
+    shows early, so a window ending several minutes before the failure already holds
+    a signal.  Kinds: ``fan`` (fan RPM falls, CPU
     temperature rises), ``voltage`` (Vcore sags and gets noisy), ``psu`` (PSU
-    temperatures rise), ``stall`` (load, cpu_user, Lustre IO and network bytes drop).
+    temperatures rise), ``stall`` (cpu_user, Lustre IO and network bytes drop while
+    the load average climbs: the job's tasks hang in uninterruptible IO, state ``D``,
+    which Linux counts as load).
     A failure whose preceding up-time is shorter than the minimum lead has none.
     ``failures.csv`` names the precursor kind as ``cause`` (``no_precursor`` if none).
 Benign anomalies
-    ``anomaly_rate`` per node-day of the same kinds, lasting ``anomaly_minutes``, with a
-    weaker hump-shaped strength (0.25–0.8), outside down-times and precursor windows;
-    they end without a failure (``leads_to_failure = 0``).
+    ``anomaly_rate`` per node-day (default 0.5) of the same kinds, lasting
+    ``anomaly_minutes`` (default 1–6 min), with a hump-shaped strength whose peak is
+    drawn from ``anomaly_strength`` (default 0.3–0.9): weaker and shorter than
+    precursors on average but overlapping them, so false alarms stay possible.  They
+    lie outside down-times and precursor windows and end without a failure
+    (``leads_to_failure = 0``).
 Baseline
     Per-node offsets; ambient temperature with a daily cycle; CPU temperature
     (≈ 40–62 °C), fan speed (≈ 3000–9000 RPM), Vcore (≈ 1.0–1.2 V) and PSU temperature
@@ -131,9 +141,19 @@ class TelemetryParams:
     weibull_shape : Weibull shape ``k`` of the up-times (< 1: infant-mortality hazard).
     repair_minutes : (low, high) uniform repair time after a failure.
     precursor_fraction : fraction of failures preceded by a hardware precursor.
-    precursor_lead_minutes : (low, high) uniform precursor lead before the failure.
+    precursor_lead_minutes : (low, high) uniform precursor onset before the failure
+        (the issue's 2–10 min; default 6–10 so windows ending 4–7 min before a
+        failure usually hold a signal).
+    precursor_strength : (low, high) uniform full strength ``a`` of a precursor
+        (1 = fans −55 %, CPU +20 °C, Vcore −0.14 V, PSU +14 °C; a stall cuts cpu_user
+        by 85 % and adds one hung task per core to the load).
+    precursor_step : (low, high) uniform fraction ``b`` of ``a`` reached as a step at
+        onset (0 = a pure ramp from zero).
+    precursor_power : (low, high) uniform power ``p`` of the ramp after the step
+        (< 1: front-loaded, > 1: late).
     anomaly_rate : benign anomalies per node-day.
     anomaly_minutes : (low, high) uniform duration of a benign anomaly.
+    anomaly_strength : (low, high) uniform peak strength of a benign anomaly.
     kind_weights : relative frequency of the anomaly kinds ``fan, voltage, psu, stall``.
     utilization : target fraction of node-time occupied by jobs (sets the submit rate).
     runtime_median_minutes, runtime_sigma : log-normal job run times.
@@ -152,9 +172,13 @@ class TelemetryParams:
     weibull_shape: float = 0.7
     repair_minutes: tuple[float, float] = (10.0, 40.0)
     precursor_fraction: float = 0.85
-    precursor_lead_minutes: tuple[float, float] = (2.0, 10.0)
-    anomaly_rate: float = 2.0
-    anomaly_minutes: tuple[float, float] = (1.0, 10.0)
+    precursor_lead_minutes: tuple[float, float] = (6.0, 10.0)
+    precursor_strength: tuple[float, float] = (0.8, 1.2)
+    precursor_step: tuple[float, float] = (0.6, 0.9)
+    precursor_power: tuple[float, float] = (0.5, 1.0)
+    anomaly_rate: float = 0.5
+    anomaly_minutes: tuple[float, float] = (1.0, 6.0)
+    anomaly_strength: tuple[float, float] = (0.3, 0.9)
     kind_weights: tuple[float, float, float, float] = (0.35, 0.2, 0.2, 0.25)
     utilization: float = 0.9
     runtime_median_minutes: float = 15.0
@@ -182,6 +206,14 @@ class TelemetryParams:
             (0 < self.utilization <= 1, f"utilization must be in (0, 1] (got {self.utilization})"),
             (0 < self.precursor_lead_minutes[0] <= self.precursor_lead_minutes[1],
              f"precursor_lead_minutes must be 0 < low <= high (got {self.precursor_lead_minutes})"),
+            (0 < self.precursor_strength[0] <= self.precursor_strength[1] <= 1.5,
+             f"precursor_strength must be 0 < low <= high <= 1.5 (got {self.precursor_strength})"),
+            (0 <= self.precursor_step[0] <= self.precursor_step[1] <= 1,
+             f"precursor_step must be 0 <= low <= high <= 1 (got {self.precursor_step})"),
+            (0 < self.precursor_power[0] <= self.precursor_power[1],
+             f"precursor_power must be 0 < low <= high (got {self.precursor_power})"),
+            (0 < self.anomaly_strength[0] <= self.anomaly_strength[1] <= 1.5,
+             f"anomaly_strength must be 0 < low <= high <= 1.5 (got {self.anomaly_strength})"),
             (0 < self.anomaly_minutes[0] <= self.anomaly_minutes[1],
              f"anomaly_minutes must be 0 < low <= high (got {self.anomaly_minutes})"),
             (0 < self.repair_minutes[0] <= self.repair_minutes[1],
@@ -443,11 +475,12 @@ def _place_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray],
         uptime = f - (earlier.max() if earlier.size else -np.inf)
         has, lead = rng.random() < p.precursor_fraction, rng.uniform(lo, hi)
         kind = ANOMALY_KINDS[rng.choice(len(ANOMALY_KINDS), p=weights)]
-        strength, power = rng.uniform(0.5, 1.0), rng.uniform(1.0, 2.5)
+        strength, step, power = (rng.uniform(*r) for r in (p.precursor_strength, p.precursor_step,
+                                                           p.precursor_power))
         lead = min(lead, uptime)
         if has and lead >= lo:
             anomalies.append({"start": f - lead, "end": f, "node": n, "kind": kind, "leads_to_failure": 1,
-                              "strength": strength, "power": power})
+                              "strength": strength, "step": step, "power": power})
     busy = [[(a["start"] - 300.0, a["end"]) for a in anomalies if a["node"] == n] for n in range(n_nodes)]
     for n, f, r in zip(sched["node"], sched["fail"], sched["repaired"]):
         busy[int(n)].append((f - 60.0, r + 60.0))
@@ -457,11 +490,11 @@ def _place_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray],
         n = int(rng.integers(n_nodes))
         length = rng.uniform(amin, amax)
         kind = ANOMALY_KINDS[rng.choice(len(ANOMALY_KINDS), p=weights)]
-        strength = rng.uniform(0.25, 0.8)
+        strength = rng.uniform(*p.anomaly_strength)
         for a in rng.uniform(0.0, max(duration_s - length, 1.0), 20):
             if all(a + length <= s or a >= e for s, e in busy[n]):
                 anomalies.append({"start": a, "end": a + length, "node": n, "kind": kind, "leads_to_failure": 0,
-                                  "strength": strength, "power": 1.0})
+                                  "strength": strength, "step": 0.0, "power": 1.0})
                 busy[n].append((a, a + length))
                 break
     anomalies.sort(key=lambda a: (a["start"], a["node"]))
@@ -469,10 +502,17 @@ def _place_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray],
 
 
 def _strength(a: dict, t: np.ndarray) -> np.ndarray:
-    """Anomaly strength at times ``t`` (seconds from start): ramp to failure or a hump."""
+    """Anomaly strength at times ``t`` (seconds from start).
+
+    A precursor steps to ``step`` of its strength at onset, then ramps as ``x^power`` to
+    the full strength at the failure; a benign anomaly is a hump ``sin(πx)^0.7``.
+    """
     x = np.clip((t - a["start"]) / (a["end"] - a["start"]), 0.0, 1.0)
     inside = (t >= a["start"]) & (t < a["end"])
-    shape = x ** a["power"] if a["leads_to_failure"] else np.sin(np.pi * x) ** 0.7
+    if a["leads_to_failure"]:
+        shape = a["step"] + (1.0 - a["step"]) * x ** a["power"]
+    else:
+        shape = np.sin(np.pi * x) ** 0.7
     return np.where(inside, a["strength"] * shape, 0.0)
 
 
@@ -654,8 +694,9 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     util = np.where(busy15, col("cpu_intensity")[occ15] * rng.normal(1.0, 0.03, (N, T15)), 0.01)
     util = np.clip(util + rng.normal(0, 0.005, (N, T15)), 0.0, 1.0)
 
-    # stall anomalies act on load, cpu_user, IO and network
+    # stall anomalies act on cpu_user, IO and network, and hang tasks (load rises)
     net_factor = np.ones((N, T15))
+    hung = np.zeros((N, T15))
     for a in anomalies:
         if a["kind"] != "stall":
             continue
@@ -667,6 +708,7 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
         s15 = _strength(a, t15[k0:k1])
         util[n, k0:k1] *= 1.0 - 0.85 * s15
         net_factor[n, k0:k1] *= 1.0 - 0.9 * s15
+        hung[n, k0:k1] += p.cores_per_node * s15 * (0.2 + 0.8 * busy15[n, k0:k1])  # ranks and health checks
     rates *= up1[None]
     lustre = _cumulative(np.round(rates).transpose(1, 2, 0), lustre_reset,
                          rng.uniform(1e11, 5e13, (N, 2)).round())
@@ -684,7 +726,7 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     uptime_jiffies = rng.uniform(1.0, 60.0, (N, 1)) * 86400.0 * 100.0 * ncores  # booted 1–60 days ago
     procstat = _cumulative(np.round(inc), reboot15,
                            np.round(uptime_jiffies * np.array([0.45, 0.0005, 0.03, 0.51, 0.0095])))
-    inst_load = ncores * util + rng.exponential(0.05, (N, T15))
+    inst_load = ncores * util + hung * up15 + rng.exponential(0.05, (N, T15))
     loadavg = np.stack([_ewma(inst_load, 1 - np.exp(-15.0 / tau)) for tau in (60.0, 300.0, 900.0)], axis=-1)
     mem_total = rng.choice([98304000.0, 196608000.0, 393216000.0], N, p=[0.25, 0.6, 0.15])
     mem_used = 0.04 + np.where(busy15, col("mem_frac")[occ15], 0.0)

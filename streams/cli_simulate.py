@@ -19,8 +19,24 @@ def telemetry(
                                 "for reproducible files)."),
     precursor_fraction: float = typer.Option(0.85, "--precursor-fraction",
                                              help="Fraction of failures preceded by a hardware precursor."),
-    anomaly_rate: float = typer.Option(2.0, "--anomaly-rate",
+    precursor_lead: tuple[float, float] = typer.Option((6.0, 10.0), "--precursor-lead",
+                                                       help="LOW HIGH: minutes before the failure at which a "
+                                                       "precursor starts (uniform; the issue's range is 2-10)."),
+    precursor_strength: tuple[float, float] = typer.Option((0.8, 1.2), "--precursor-strength",
+                                                           help="LOW HIGH: full precursor strength (1 = fans -55 %, "
+                                                           "CPU +20 C, Vcore -0.14 V, PSU +14 C)."),
+    precursor_step: tuple[float, float] = typer.Option((0.6, 0.9), "--precursor-step",
+                                                       help="LOW HIGH: fraction of the full strength a precursor "
+                                                       "jumps to at onset (0 0 = pure ramp from zero)."),
+    precursor_power: tuple[float, float] = typer.Option((0.5, 1.0), "--precursor-power",
+                                                        help="LOW HIGH: power p of the ramp after the step (<1 "
+                                                        "front-loaded, >1 late)."),
+    anomaly_rate: float = typer.Option(0.5, "--anomaly-rate",
                                        help="Benign anomalies (no failure follows) per node-day."),
+    anomaly_strength: tuple[float, float] = typer.Option((0.3, 0.9), "--anomaly-strength",
+                                                         help="LOW HIGH: peak strength of a benign anomaly."),
+    anomaly_minutes: tuple[float, float] = typer.Option((1.0, 6.0), "--anomaly-minutes",
+                                                        help="LOW HIGH: duration of a benign anomaly in minutes."),
     altheader: bool = typer.Option(False, "--altheader", help="Write LDMS headers to <schema>.HEADER files."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -34,7 +50,11 @@ def telemetry(
         summary = simulate_telemetry(out, nodes=nodes, hours=hours, seed=seed, altheader=altheader,
                                      start=start, mtbf_hours=mtbf_hours,
                                      weibull_shape=weibull_shape, precursor_fraction=precursor_fraction,
-                                     anomaly_rate=anomaly_rate)
+                                     anomaly_rate=anomaly_rate, precursor_lead_minutes=tuple(precursor_lead),
+                                     precursor_strength=tuple(precursor_strength),
+                                     precursor_step=tuple(precursor_step), precursor_power=tuple(precursor_power),
+                                     anomaly_strength=tuple(anomaly_strength),
+                                     anomaly_minutes=tuple(anomaly_minutes))
     except ValueError as exc:
         fail(str(exc))
     except OSError as exc:

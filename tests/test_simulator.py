@@ -11,6 +11,8 @@ from scipy.special import gamma
 
 from hpcguard.simulators.telemetry import (
     LDMS_SCHEMAS,
+    TelemetryParams,
+    _place_anomalies,
     expected_failures,
     failure_schedule,
     generate_telemetry,
@@ -123,7 +125,60 @@ def test_precursors_lead_their_failures_by_2_to_10_minutes(failing):
         match = [f for f in fails if f[1] == node and abs(float(f[0]) - float(end)) < 1e-3]
         assert len(match) == 1, (start, end, node)
         assert 120.0 - 1e-3 <= float(end) - float(start) <= 600.0 + 1e-3
+        lo, hi = summary["parameters"]["precursor_lead_minutes"]  # the configured sub-range of 2–10 min
+        assert lo * 60 - 1e-3 <= float(end) - float(start) <= hi * 60 + 1e-3
         assert match[0][3] == kind  # cause names the precursor kind
+
+
+def test_precursor_lead_range_is_configurable():
+    tel = generate_telemetry(8, 2, 11, mtbf_hours=1.5, precursor_fraction=1.0, anomaly_rate=0.0,
+                             precursor_lead_minutes=(2.0, 3.0))
+    leads = [a["end"] - a["start"] for a in tel.anomalies if a["leads_to_failure"]]
+    assert len(leads) >= 3 and all(120.0 <= x <= 180.0 for x in leads), leads
+
+
+def _early_fan_drop(out):
+    """Relative FAN1A drop in the first quarter of each precursor window vs. the 10 min before it."""
+    _, anomalies = read_csv(os.path.join(out, "anomalies.csv"))
+    drops = []
+    for start, end, node, _, _ in anomalies:
+        start, end = float(start), float(end)
+        times, readings = read_ipmi(os.path.join(out, "ipmi", f"{node}.csv"))
+        fan = readings["FAN1A"]
+        before = fan[(times > start - 600) & (times < start - 60)]
+        early = fan[(times >= start + 15) & (times < start + 0.25 * (end - start))]
+        if np.sum(np.isfinite(before)) >= 5 and np.sum(np.isfinite(early)) >= 3:
+            drops.append(1.0 - np.nanmedian(early) / np.nanmedian(before))
+    return np.array(drops)
+
+
+def test_front_loaded_precursor_shows_right_after_onset_in_written_ipmi(tmp_path):
+    common = dict(nodes=8, hours=3, seed=2, mtbf_hours=2.0, precursor_fraction=1.0, anomaly_rate=0.0,
+                  utilization=0.001, kind_weights=(1, 0, 0, 0))
+    simulate_telemetry(str(tmp_path / "front"), **common)  # defaults: step to 0.3–0.6 of the strength
+    simulate_telemetry(str(tmp_path / "ramp"), precursor_step=(0.0, 0.0), precursor_power=(2.5, 2.5), **common)
+    front, ramp = _early_fan_drop(str(tmp_path / "front")), _early_fan_drop(str(tmp_path / "ramp"))
+    assert front.size >= 3 and ramp.size >= 3
+    # a step to >= 0.3 × 0.6 strength drops the fans by >= 0.55 × 0.18 × 0.85 ≈ 8 % at once
+    assert front.min() > 0.04 and front.mean() > 0.08, front
+    # a late ramp x^2.5 reaches at most 3 % of its strength in the first quarter
+    assert ramp.mean() < 0.03, ramp
+
+
+def test_benign_anomalies_are_rarer_weaker_and_shorter_than_precursors_but_overlap():
+    p = TelemetryParams(mtbf_hours=2.0, anomaly_rate=4.0)
+    dur = 48 * 3600.0
+    rng = np.random.default_rng(5)
+    sched = failure_schedule(rng, 32, dur, p.mtbf_hours * 3600.0, p.weibull_shape, (600.0, 2400.0))
+    anomalies = _place_anomalies(rng, sched, 32, dur, p)
+    pre = [a for a in anomalies if a["leads_to_failure"]]
+    ben = [a for a in anomalies if not a["leads_to_failure"]]
+    assert len(pre) > 100 and len(ben) > 100
+    strength = {k: np.array([a["strength"] for a in v]) for k, v in (("pre", pre), ("ben", ben))}
+    length = {k: np.array([a["end"] - a["start"] for a in v]) for k, v in (("pre", pre), ("ben", ben))}
+    assert strength["ben"].mean() < strength["pre"].mean() and length["ben"].mean() < length["pre"].mean()
+    assert strength["ben"].max() > strength["pre"].min()  # overlap: a benign anomaly can look like a precursor
+    assert TelemetryParams().anomaly_rate <= 0.5  # default: at most 0.5 benign anomalies per node-day
 
 
 def test_benign_anomalies_do_not_end_in_failures(failing):
@@ -164,11 +219,12 @@ def test_precursor_signature_is_visible_in_written_ipmi(tmp_path, kind, sensor, 
     assert checked >= 2
 
 
-def test_stall_precursor_drops_cpu_user_of_the_running_job(tmp_path):
+def test_stall_precursor_drops_cpu_user_and_raises_load_of_the_running_job(tmp_path):
     out = str(tmp_path)
     simulate_telemetry(out, nodes=16, hours=3, seed=4, mtbf_hours=3.0, precursor_fraction=1.0, anomaly_rate=0.0,
                        utilization=1.0, kind_weights=(0, 0, 0, 1))
     ps = read_ldms(os.path.join(out, "ldms", "procstat.csv"))
+    load = read_ldms(os.path.join(out, "ldms", "loadavg.csv"))
     _, anomalies = read_csv(os.path.join(out, "anomalies.csv"))
     checked = 0
     for start, end, node, _, _ in anomalies:
@@ -183,6 +239,11 @@ def test_stall_precursor_drops_cpu_user_of_the_running_job(tmp_path):
         if before.sum() < 4 or jj[last] == 0 or np.any(jj[before] != jj[last]):
             continue  # need the same job running before and at the end of the window
         assert user_pct[last] < 0.8 * np.median(user_pct[before]), (node, user_pct[before], user_pct[last])
+        # hung tasks (state D) count as load: load1min climbs although the CPU idles
+        la = load["ProducerName"] == node
+        lt, l1 = load["Time"][la], load["load1min"][la]
+        l_before = np.median(l1[(lt > float(start) - 300) & (lt < float(start))])
+        assert l1[np.flatnonzero(lt < float(end))[-1]] > l_before + 5, (node, l_before)
         checked += 1
     assert checked >= 1
 
@@ -331,6 +392,10 @@ def test_bad_parameters_raise_clear_errors():
         generate_telemetry(10000, 24 * 365, 0)
     with pytest.raises(ValueError, match="precursor_fraction"):
         generate_telemetry(4, 1, 0, precursor_fraction=1.5)
+    with pytest.raises(ValueError, match="precursor_step"):
+        generate_telemetry(4, 1, 0, precursor_step=(0.5, 1.2))
+    with pytest.raises(ValueError, match="anomaly_strength"):
+        generate_telemetry(4, 1, 0, anomaly_strength=(0.6, 0.3))
 
 
 def test_cli_writes_recording_and_rejects_bad_input(tmp_path):
@@ -348,6 +413,13 @@ def test_cli_writes_recording_and_rejects_bad_input(tmp_path):
     assert summary["nodes"] == ["n001", "n002", "n003"] and summary["seed"] == 2
     with open(tmp_path / "rec" / "meta.json") as fh:
         assert json.load(fh)["counts"] == summary["counts"]
+    shaped = runner.invoke(app, ["simulate", "telemetry", "--nodes", "2", "--hours", "0.1", "--out",
+                                 str(tmp_path / "shaped"), "--json", "--precursor-lead", "2", "4",
+                                 "--precursor-step", "0", "0.2", "--anomaly-strength", "0.1", "0.3"])
+    assert shaped.exit_code == 0, shaped.output
+    params = json.loads(shaped.stdout)["parameters"]
+    assert params["precursor_lead_minutes"] == [2.0, 4.0] and params["precursor_step"] == [0.0, 0.2]
+    assert params["anomaly_strength"] == [0.1, 0.3]
     bad = runner.invoke(app, ["simulate", "telemetry", "--hours", "-1", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "hours must be > 0" in bad.output
 

@@ -119,7 +119,7 @@ def evaluate_node_hours(trace, window_end: np.ndarray, degraded: np.ndarray, sen
     started_as_repl = np.zeros(jobs["job_id"].size, bool)
     events = []  # (t, job index, replacement index)
     index = {jid: i for i, jid in enumerate(jobs["job_id"])}
-    n_delays = 0
+    delayed: set[str] = set()
     for t in window_end[degraded]:
         queued = np.flatnonzero((jobs["submit"] <= t) & (jobs["start"] > t) & ~started_as_repl)
         queued = queued[np.argsort(jobs["submit"][queued])]
@@ -130,10 +130,10 @@ def evaluate_node_hours(trace, window_end: np.ndarray, degraded: np.ndarray, sen
                     for i in queued],
             [{"job_id": jobs["job_id"][i], "num_nodes": int(jobs["num_nodes"][i]), "start": jobs["start"][i],
               "expected_runtime_s": expected[i], "sensitivity": sens[i]} for i in running], now=float(t),
-            delayed=())
+            delayed=delayed)
         for a in acts:
             if a["kind"] == "delay":
-                n_delays += 1
+                delayed.add(a["job_id"])
             elif a["kind"] == "reschedule":
                 j, r = index[a["job_id"]], index[a["reason"]["replacement_job_id"]]
                 replaced[j] = True
@@ -144,7 +144,7 @@ def evaluate_node_hours(trace, window_end: np.ndarray, degraded: np.ndarray, sen
     probe_cost = probe_node_hours(trace.probes["runtime_s"])
     if not events:
         return {"recovered": 0.0, "gain": 0.0, "false_positive_cost": 0.0, "false_negative_cost": 0.0,
-                "replacements": 0, "delays": n_delays, "probe_cost": probe_cost, "series": None}
+                "replacements": 0, "delays": len(delayed), "probe_cost": probe_cost, "series": None}
     t, j, r = (np.array(v) for v in zip(*events))
     acc = replacement_node_hours(waste, t - t0, jobs["start"][j] - t0, jobs["end"][j] - t0, jobs["io_fraction"][j],
                                  jobs["num_nodes"][j], jobs["io_sensitive"][j], jobs["runtime_s"][r],
@@ -155,7 +155,7 @@ def evaluate_node_hours(trace, window_end: np.ndarray, degraded: np.ndarray, sen
     return {"recovered": float(acc["recovered"].sum()), "gain": float(acc["gain"].sum()),
             "false_positive_cost": float(acc["false_positive"].sum()),
             "false_negative_cost": float(acc["false_negative"].sum()), "replacements": len(events),
-            "correct_replacements": int(jobs["io_sensitive"][j].sum()), "delays": n_delays,
+            "correct_replacements": int(jobs["io_sensitive"][j].sum()), "delays": len(delayed),
             "probe_cost": probe_cost, "series": {"time": grid, "recovered": cum_rec, "probe_cost": cum_probe}}
 
 
