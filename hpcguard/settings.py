@@ -72,6 +72,9 @@ class WorkerSettings:
     lateness_s: float = 30.0  # how long a grid step stays open for late samples
     system: str = "cluster"  # name of the system for system-wide topics
     model_dir: str = ""  # failure-ensemble model directory; empty → baseline detector
+    io_initial_bank_h: float = 24.0  # CanarIO: hours of labelled windows before the detector predicts (seed 004)
+    io_retrain_minutes: float = 10.0  # CanarIO: retrain the detector every this much stream time (seed 004)
+    probe_baseline_runs: int = 100  # CanarIO: expected probe runtime = median of the first N runs (seed 004)
 
 
 @dataclass

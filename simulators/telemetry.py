@@ -30,7 +30,7 @@ Precursors
     lead uniform in ``precursor_lead_minutes`` (default 6–10 min, inside the 2–10 min
     the issue asks for), by one hardware precursor.  Its strength is front-loaded: at
     onset it steps to a fraction ``b`` (``precursor_step``, default 0.6–0.9) of its
-    full strength ``a`` (``precursor_strength``, default 0.8–1.2), then ramps as
+    full strength ``a`` (``precursor_strength``, default 0.9–1.3), then ramps as
     ``a · (b + (1 − b) · x^p)`` (``x`` the fraction of the window elapsed, ``p`` from
     ``precursor_power``, default 0.5–1) towards the failure — a degrading component
     shows early, so a window ending several minutes before the failure already holds
@@ -44,7 +44,7 @@ Precursors
 Benign anomalies
     ``anomaly_rate`` per node-day (default 0.5) of the same kinds, lasting
     ``anomaly_minutes`` (default 1–6 min), with a hump-shaped strength whose peak is
-    drawn from ``anomaly_strength`` (default 0.3–0.9): weaker and shorter than
+    drawn from ``anomaly_strength`` (default 0.3–1): weaker and shorter than
     precursors on average but overlapping them, so false alarms stay possible.  They
     lie outside down-times and precursor windows and end without a failure
     (``leads_to_failure = 0``).
@@ -146,7 +146,7 @@ class TelemetryParams:
         failure usually hold a signal).
     precursor_strength : (low, high) uniform full strength ``a`` of a precursor
         (1 = fans −55 %, CPU +20 °C, Vcore −0.14 V, PSU +14 °C; a stall cuts cpu_user
-        by 85 % and adds one hung task per core to the load).
+        by 85 % and adds two hung tasks per core to the load).
     precursor_step : (low, high) uniform fraction ``b`` of ``a`` reached as a step at
         onset (0 = a pure ramp from zero).
     precursor_power : (low, high) uniform power ``p`` of the ramp after the step
@@ -173,12 +173,12 @@ class TelemetryParams:
     repair_minutes: tuple[float, float] = (10.0, 40.0)
     precursor_fraction: float = 0.85
     precursor_lead_minutes: tuple[float, float] = (6.0, 10.0)
-    precursor_strength: tuple[float, float] = (0.8, 1.2)
+    precursor_strength: tuple[float, float] = (0.9, 1.3)
     precursor_step: tuple[float, float] = (0.6, 0.9)
     precursor_power: tuple[float, float] = (0.5, 1.0)
     anomaly_rate: float = 0.5
     anomaly_minutes: tuple[float, float] = (1.0, 6.0)
-    anomaly_strength: tuple[float, float] = (0.3, 0.9)
+    anomaly_strength: tuple[float, float] = (0.3, 1.0)
     kind_weights: tuple[float, float, float, float] = (0.35, 0.2, 0.2, 0.25)
     utilization: float = 0.9
     runtime_median_minutes: float = 15.0
@@ -708,7 +708,7 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
         s15 = _strength(a, t15[k0:k1])
         util[n, k0:k1] *= 1.0 - 0.85 * s15
         net_factor[n, k0:k1] *= 1.0 - 0.9 * s15
-        hung[n, k0:k1] += p.cores_per_node * s15 * (0.2 + 0.8 * busy15[n, k0:k1])  # ranks and health checks
+        hung[n, k0:k1] += 2.0 * p.cores_per_node * s15 * (0.2 + 0.8 * busy15[n, k0:k1])  # ranks and health checks
     rates *= up1[None]
     lustre = _cumulative(np.round(rates).transpose(1, 2, 0), lustre_reset,
                          rng.uniform(1e11, 5e13, (N, 2)).round())

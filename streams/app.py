@@ -25,12 +25,11 @@ import numpy as np
 
 from hpcguard.connectors.kafka import faust_broker_config
 from hpcguard.models.actions import action_id
-from hpcguard.models.features import io_window_features
 from hpcguard.models.grid import NodeGrid
 from hpcguard.settings import Settings
 from hpcguard.streams import metrics
 from hpcguard.streams.records import (Action, ActionAck, DeadLetter, IoDegradation, JobEvent, NodePrediction,
-                                      NodeSample)
+                                      NodeSample, ProbeResult)
 from hpcguard.streams.topics import TopicNames
 
 log = logging.getLogger("hpcguard.worker")
@@ -46,7 +45,7 @@ class Pipeline:
     adapter: Any = None  # connectors.governor.Governor or an adapter; None → no adapter agent
     policy: Callable[..., list[dict]] | None = None
     plan: Callable[[dict, int], dict] | None = None  # periodic checkpoint plan at job start
-    io_detector: Any = None
+    canario: Any = None  # streams.agents_canario.CanarioState
     sink: Any = None  # connectors.influx.InfluxSink; None → no sink agent
     roles: frozenset[str] = frozenset({"normalize", "windows", "io", "jobs", "decide", "adapter", "sink"})
     grids: dict[str, NodeGrid] = field(default_factory=dict)
@@ -56,6 +55,15 @@ class Pipeline:
 
 def create_app(pipeline: Pipeline) -> faust.App:
     s, t = pipeline.settings, pipeline.topics
+    if pipeline.canario is None:
+        from hpcguard.models.canario.detector import IoDegradationDetector
+        from hpcguard.models.canario.probes import ProbeTracker
+        from hpcguard.streams.agents_canario import CanarioState
+
+        pipeline.canario = CanarioState(
+            detector=IoDegradationDetector(initial_bank_s=3600.0 * s.worker.io_initial_bank_h,
+                                           retrain_every_s=60.0 * s.worker.io_retrain_minutes),
+            tracker=ProbeTracker(n_baseline=s.worker.probe_baseline_runs))
     w = s.worker
     app = faust.App(
         w.app_id,
@@ -259,43 +267,60 @@ def create_app(pipeline: Pipeline) -> faust.App:
                     network_probabilities=v.network_probabilities, vote=v.vote, sample_time=step_end,
                     ingest_time=ingested, detail=v.detail))
 
-    # -- IO observation windows (system aggregate, CanarIO) ---------------------------
+    # -- IO observation windows, probes and IO-aware actions (CanarIO) ----------------
+    canario = pipeline.canario
     if "io" in pipeline.roles:
-        io_state: dict[str, Any] = {"seconds": {}, "stream_time": -math.inf}
-        io_window = w.io_window_s
+        from hpcguard.streams.agents_canario import SystemIoWindows
 
-        @app.agent(samples_io, name="io-windows")
+        io_windows_state = SystemIoWindows(window_s=w.io_window_s)
+
+        @app.agent(topic(t.samples_io), name="io-windows")
         async def io_windows(stream: faust.StreamT) -> None:
-            async for batch in stream.take(1000, within=0.2):
-                metrics.RECORDS_IN.labels(t.samples_io).inc(len(batch))
-                seconds = io_state["seconds"]
-                for sample in batch:
-                    sec = int(sample.time)
-                    acc = seconds.setdefault(sec, [0.0, 0.0])
-                    acc[0] += sample.values.get("io_read_bytes", 0.0)
-                    acc[1] += sample.values.get("io_write_bytes", 0.0)
-                    io_state["stream_time"] = max(io_state["stream_time"], sample.time)
-                # close every window whose end (plus 5 s for stragglers) the stream has passed
-                while seconds:
-                    first = min(seconds)
-                    start = first - first % int(io_window)
-                    end = start + io_window
-                    if end + 5 > io_state["stream_time"]:
-                        break
-                    secs = sorted(k for k in seconds if start <= k < end)
-                    values = np.array([seconds.pop(k) for k in secs])
-                    await emit_io_window(start, end, values[:, 0], values[:, 1])
-                metrics.WINDOW_STATE.labels("io-seconds").set(len(seconds))
+            async for events in stream.take_events(1000, within=0.2):
+                metrics.RECORDS_IN.labels(t.samples_io).inc(len(events))
+                closed: list[tuple[float, dict]] = []
+                for ev in events:
+                    sample = await decode(NodeSample, ev.value, t.samples_io, stream)
+                    if sample is None:
+                        continue
+                    try:
+                        closed += io_windows_state.add_sample(sample.node, sample.time,
+                                                              sample.values.get("io_read_bytes", 0.0),
+                                                              sample.values.get("io_write_bytes", 0.0))
+                    except ValueError as exc:
+                        await dead_letter(t.samples_io, "bad_value", str(exc), ev.value, offset=ev.message.offset)
+                for window_end, features in closed:
+                    await on_io_window(window_end, features)
+                metrics.WINDOW_STATE.labels("io-seconds").set(len(io_windows_state._seconds))
 
-        async def emit_io_window(start: float, end: float, read: np.ndarray, write: np.ndarray) -> None:
-            features = io_window_features(read, write)
-            degraded, probability, model = False, 0.0, "none"
-            if pipeline.io_detector is not None:
-                degraded, probability = pipeline.io_detector.observe_window(features, end)
-                model = getattr(pipeline.io_detector, "name", "knn")
+        async def on_io_window(window_end: float, features: dict) -> None:
+            started = time.perf_counter()
+            state = canario.on_window(window_end, features)
+            metrics.INFERENCE_SECONDS.labels("canario").observe(time.perf_counter() - started)
             await publish(io_degradation, w.system, IoDegradation(
-                system=w.system, window_start=float(start), window_end=float(end), features=features,
-                degraded=bool(degraded), probability=float(probability), model=model))
+                system=w.system, window_start=float(window_end - w.io_window_s), window_end=float(window_end),
+                features=features, degraded=bool(state["degraded"]), probability=float(state["probability"]),
+                model=str(state.get("model", "knn"))))
+            for a in canario.decide(window_end):
+                trigger = f"canario@{w.system}@{window_end:.0f}"
+                action = Action(action_id=action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger),
+                                kind=a["kind"], source="canario", reason=a.get("reason", {}), time=time.time(),
+                                job_id=a.get("job_id"), nodes=list(a.get("nodes", [])), deadline=a.get("deadline"),
+                                trigger_time=None)
+                metrics.ACTIONS.labels(action.kind, action.source).inc()
+                await publish(actions, action.job_id or w.system, action)
+
+        @app.agent(topic(t.probes), name="probes")
+        async def probes(stream: faust.StreamT) -> None:
+            async for raw in stream:
+                metrics.RECORDS_IN.labels(t.probes).inc()
+                probe = await decode(ProbeResult, raw, t.probes, stream)
+                if probe is None:
+                    continue
+                try:
+                    canario.on_probe(probe.probe_id, probe.probe_type, probe.start, probe.end)
+                except (ValueError, KeyError) as exc:
+                    await dead_letter(t.probes, "bad_probe", str(exc), raw, offset=offset(stream))
 
     # -- jobs: node → job map ---------------------------------------------------------
     if "jobs" in pipeline.roles:
@@ -308,6 +333,8 @@ def create_app(pipeline: Pipeline) -> faust.App:
                     continue
                 for node in event.nodes:
                     await node_jobs_topic.send(key=node.encode(), value=event.asdict())
+                if "io" in pipeline.roles:
+                    track_job_io(event)
                 if event.event == "start" and pipeline.plan is not None and event.time_limit_s:
                     try:
                         plan = pipeline.plan(event.asdict(), max(len(pipeline.nodes_seen), len(event.nodes)))
@@ -328,6 +355,16 @@ def create_app(pipeline: Pipeline) -> faust.App:
                     current = node_jobs.get(node)
                     if current and current.get("job_id") == job["job_id"]:
                         del node_jobs[node]
+
+    def track_job_io(event: JobEvent) -> None:
+        """CanarIO needs the queue and the running jobs (with predicted IO sensitivity)."""
+        if event.event == "submit" and event.script:
+            canario.on_job_submitted(event.job_id, event.script, event.num_nodes or len(event.nodes),
+                                     float(event.time_limit_s or 3600.0))
+        elif event.event == "start":
+            canario.on_job_started(event.job_id, event.nodes, event.start_time or event.time)
+        elif event.event in ("end", "requeue", "fail"):
+            canario.on_job_completed(event.job_id)
 
     # -- decide: node warnings → actions ---------------------------------------------
     if "decide" in pipeline.roles:

@@ -22,9 +22,10 @@ def telemetry(
     precursor_lead: tuple[float, float] = typer.Option((6.0, 10.0), "--precursor-lead",
                                                        help="LOW HIGH: minutes before the failure at which a "
                                                        "precursor starts (uniform; the issue's range is 2-10)."),
-    precursor_strength: tuple[float, float] = typer.Option((0.8, 1.2), "--precursor-strength",
+    precursor_strength: tuple[float, float] = typer.Option((0.9, 1.3), "--precursor-strength",
                                                            help="LOW HIGH: full precursor strength (1 = fans -55 %, "
-                                                           "CPU +20 C, Vcore -0.14 V, PSU +14 C)."),
+                                                           "CPU +20 C, Vcore -0.14 V, PSU +14 C; a stall cuts "
+                                                           "cpu_user by 85 % and adds two hung tasks per core)."),
     precursor_step: tuple[float, float] = typer.Option((0.6, 0.9), "--precursor-step",
                                                        help="LOW HIGH: fraction of the full strength a precursor "
                                                        "jumps to at onset (0 0 = pure ramp from zero)."),
@@ -33,7 +34,7 @@ def telemetry(
                                                         "front-loaded, >1 late)."),
     anomaly_rate: float = typer.Option(0.5, "--anomaly-rate",
                                        help="Benign anomalies (no failure follows) per node-day."),
-    anomaly_strength: tuple[float, float] = typer.Option((0.3, 0.9), "--anomaly-strength",
+    anomaly_strength: tuple[float, float] = typer.Option((0.3, 1.0), "--anomaly-strength",
                                                          help="LOW HIGH: peak strength of a benign anomaly."),
     anomaly_minutes: tuple[float, float] = typer.Option((1.0, 6.0), "--anomaly-minutes",
                                                         help="LOW HIGH: duration of a benign anomaly in minutes."),

@@ -241,7 +241,8 @@ def train_model(history_dir: str, model_dir: str, seed: int) -> dict[str, Any]:
 def _wait_for_drain(k: KafkaSettings, group: str, topics: TopicNames, worker: subprocess.Popen,
                     cfg: DemoConfig) -> float:
     """Wait until the worker has committed every input and the outputs stopped growing."""
-    inputs = [t for t in topics.all() if t not in (topics.dlq, topics.acks, topics.io_degradation)]
+    inputs = [*topics.ldms, topics.raw_ipmi, topics.raw_slurm, topics.samples_ipmi, topics.samples_os,
+              topics.samples_io, topics.jobs, topics.node_jobs, topics.predictions, topics.actions]
     outputs = [topics.predictions, topics.actions, topics.acks, topics.dlq, topics.io_degradation]
     deadline = time.monotonic() + cfg.timeout_s
     last_out: dict[str, int] | None = None

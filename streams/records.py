@@ -57,6 +57,7 @@ class JobEvent(_Versioned):
     start_time: Optional[float] = None
     end_time: Optional[float] = None
     exit_code: Optional[str] = None
+    script: Optional[str] = None  # batch script text, when the source has it (CanarIO job classifier)
     v: int = SCHEMA_VERSION
 
 

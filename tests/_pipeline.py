@@ -69,6 +69,14 @@ class WorkerProcess:
         p.flush()
         p.close()
 
+    def produce_many(self, items: list[tuple[str, tuple[str, object]]]) -> None:
+        """Produce ``(topic, (key, value))`` items in order."""
+        p = KafkaProducer(**kafka_python_config(self.kafka), linger_ms=5)
+        for topic, (key, value) in items:
+            p.send(topic, key=key.encode(), value=json.dumps(value).encode())
+        p.flush()
+        p.close()
+
     def wait_for(self, topic: str, predicate, timeout_s: float = 90.0) -> list[dict]:
         """Consume ``topic`` from the start until ``predicate(records)`` holds."""
         c = KafkaConsumer(topic, **kafka_python_config(self.kafka), auto_offset_reset="earliest", group_id=None,

@@ -144,12 +144,22 @@ class LateLabeler:
         self._windows: dict[float, list] = {}   # window_end -> [features, ratio_sum, count]
         self._running: dict[str, float] = {}     # probe_id -> start
         self._tracking = False
+        # completed probes kept for windows that have not arrived yet: probes and IO come on
+        # different topics, and a replay at full speed does not interleave them in time
+        self._completed: list[tuple[float, float, float]] = []
 
     def __len__(self) -> int:
         return len(self._windows)
 
     def add_window(self, window_end: float, features) -> None:
-        self._windows[float(window_end)] = [features, 0.0, 0]
+        slot = [features, 0.0, 0]
+        for start, end, ratio in self._completed:
+            if start < window_end and end > window_end - self.window_s:
+                slot[1] += ratio
+                slot[2] += 1
+        self._windows[float(window_end)] = slot
+        horizon = window_end - self.window_s - self.timeout_s
+        self._completed = [p for p in self._completed if p[1] > horizon]
 
     def probe_started(self, probe_id: str, start: float) -> None:
         self._tracking = True
@@ -160,6 +170,7 @@ class LateLabeler:
         self._running.pop(probe_id, None)
         if not math.isfinite(ratio):
             return
+        self._completed.append((float(start), float(end), float(ratio)))
         for w_end, slot in self._windows.items():
             if start < w_end and end > w_end - self.window_s:
                 slot[1] += ratio
