@@ -7,7 +7,7 @@ the set of queryable names from it (:func:`measurement_fields`).
 | kind | measurement | tags | fields | time |
 |---|---|---|---|---|
 | NodeSample | node_sample | node, source | one float per canonical value | time |
-| NodePrediction | node_prediction | node, model | failure_probability, warn, lead_minutes, p0..p5 | time |
+| NodePrediction | node_prediction | node, model | failure_probability, warn, lead_minutes, p0..p5 | sample_time (else time) |
 | IoDegradation | io_window | system, model | IO features, degraded, probability, window_s | window_end |
 | Action | action | kind, source, job_id | action_id, nodes, node_count, reason (JSON), deadline | time |
 | ActionAck | action_ack | kind, status, adapter | action_id, detail, job_id, nodes | time |
@@ -190,7 +190,10 @@ def _prediction(r: Mapping[str, Any]) -> tuple[dict, dict, float]:
     if len(nets) > N_NETWORKS:
         raise LineProtocolError(f"{k}: {len(nets)} network probabilities, at most {N_NETWORKS}")
     fields.update(_numbers({f"p{i}": p for i, p in enumerate(nets)}, k, "network_probabilities"))
-    return {"node": _get(r, "node", k), "model": _get(r, "model", k)}, fields, _get(r, "time", k)
+    # stamped with the telemetry time it judged, so it lines up with the samples (and a batch of
+    # verdicts made in the same instant does not collapse into one point)
+    when = r.get("sample_time")
+    return {"node": _get(r, "node", k), "model": _get(r, "model", k)}, fields, when if when is not None else _get(r, "time", k)
 
 
 def _io_window(r: Mapping[str, Any]) -> tuple[dict, dict, float]:

@@ -2,9 +2,10 @@
 
 Formats are detected per file (or forced): LDMS ``store_csv`` (header line or
 ``.HEADER`` altheader), FreeIPMI CSV, ``ipmitool sdr elist``, Telegraf
-``ipmi_sensor`` line protocol and ``sacct --parsable2``.  A directory is walked
-recursively; ground-truth files (``failures.csv``, ``anomalies.csv``,
-``meta.json``) are skipped and any other unknown file is rejected
+``ipmi_sensor`` line protocol, ``sacct --parsable2`` and CanarIO ``probes.csv``
+(completed probe runs, published to ``<prefix>.probes`` as ``ProbeResult`` JSON at
+their end time).  A directory is walked recursively; ground-truth files
+(``failures.csv``, ``anomalies.csv``, ``meta.json``, ``degradation.csv``) are skipped and any other unknown file is rejected
 (``unknown_format``).  Messages of all files are merged by record time.
 
 Example
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import time as _time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +36,10 @@ from hpcguard.connectors.mapping import SensorMapping
 from hpcguard.connectors.sacct import decode_slurm_envelope, job_events, read_sacct
 from hpcguard.settings import KafkaSettings, TopicSettings
 
-FILE_FORMATS = ("store_csv", "freeipmi", "ipmitool", "telegraf", "sacct")
+FILE_FORMATS = ("store_csv", "freeipmi", "ipmitool", "telegraf", "sacct", "probes")
 _IPMI_NAMES = {"freeipmi": "freeipmi-csv", "ipmitool": "ipmitool-sdr", "telegraf": "telegraf-lp"}
-GROUND_TRUTH = {"failures.csv", "anomalies.csv", "meta.json"}
+GROUND_TRUTH = {"failures.csv", "anomalies.csv", "meta.json", "degradation.csv"}
+PROBE_HEADER = "probe_id,probe_type,node,start,end,runtime_s"  # simulators/pfs.py PROBE_FIELDS
 
 
 @dataclass
@@ -67,6 +70,8 @@ def detect_format(path: Path) -> str | None:
         return "store_csv"
     if first.startswith("JobID|"):
         return "sacct"
+    if first.strip() == PROBE_HEADER:
+        return "probes"
     ipmi = detect_ipmi_format(head)
     return {v: k for k, v in _IPMI_NAMES.items()}.get(ipmi) if ipmi else None
 
@@ -94,6 +99,8 @@ def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings) -> Iterat
                     yield row
                 else:
                     yield RawMessage(topic, row["ProducerName"], row, row["timestamp"], src, kind)
+        elif fmt == "probes":
+            yield from _probe_messages(f, src, topics.name("probes"))
         elif fmt == "sacct":
             topic = topics.name("raw.slurm")
             events = []
@@ -117,6 +124,31 @@ def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings) -> Iterat
         yield exc.rejected(exc.reason[:200], source=src)
     except (OSError, UnicodeDecodeError) as exc:
         yield Rejected(src, None, "unreadable", str(exc), "")
+
+
+def _probe_messages(f: Path, src: str, topic: str) -> Iterator[RawMessage | Rejected]:
+    """``ProbeResult``-shaped dicts of a ``probes.csv``, in order of their end time."""
+    import csv
+
+    good: list[RawMessage] = []
+    with open(f, newline="") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        for line, row in enumerate(reader, start=2):
+            try:
+                if len(row) != 6:
+                    raise ValueError(f"expected 6 fields, got {len(row)}")
+                start, end, runtime = (float(x) for x in row[3:6])
+                if not (math.isfinite(start) and math.isfinite(end) and end >= start and runtime > 0):
+                    raise ValueError("start/end/runtime_s must be finite with end >= start and runtime_s > 0")
+            except ValueError as exc:
+                yield Rejected(src, line, "bad_probe", str(exc), ",".join(row))
+                continue
+            value = {"probe_id": row[0], "probe_type": row[1], "node": row[2], "start": start, "end": end,
+                     "runtime_s": runtime, "v": 1}
+            good.append(RawMessage(topic, row[0], value, end, src, "probes"))
+    good.sort(key=lambda m: m.time)
+    yield from good
 
 
 def plan(paths: Sequence[str | Path], fmt: str | None = None) -> list[tuple[Path, str, str | None]]:
@@ -162,6 +194,8 @@ def _topics_for(planned: list[tuple[Path, str, str | None]], topics: TopicSettin
             names.add(topics.ldms(f.name.split(".")[0]))
         elif fmt == "sacct":
             names.add(topics.name("raw.slurm"))
+        elif fmt == "probes":
+            names.add(topics.name("probes"))
         elif fmt is not None:
             names.add(topics.name("raw.ipmi"))
     return sorted(names)
@@ -263,6 +297,8 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
                 produced = 0 if ldms.decode(kind[5:], item.value) is None else 1
             elif kind == "ipmi":
                 produced = len(decode_ipmi_envelope(item.value, mapping, ipmi_stats))
+            elif kind == "probes":
+                produced = 1  # already checked by the reader
             else:
                 decode_slurm_envelope(item.value)
                 produced, kind = 1, "jobs"

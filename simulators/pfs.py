@@ -143,12 +143,17 @@ class _Progress:
 
 # --------------------------------------------------------------------------- probes
 def simulate_probes(rng: np.random.Generator, progress: _Progress, duration_s: float, node_names: Sequence[str],
-                    probe_slots: int = 2, queue_wait_s: float = 120.0, noise: float = 0.015) -> dict[str, np.ndarray]:
-    """Probe runs kept going back to back, ``probe_slots`` per type (§4.2.1)."""
+                    probe_slots: int = 2, queue_wait_s: float = 120.0, noise: float = 0.015,
+                    head_s: Optional[float] = None) -> dict[str, np.ndarray]:
+    """Probe runs kept going back to back, ``probe_slots`` per type (§4.2.1).
+
+    The first run of each slot starts uniformly in ``[0, head_s)`` (default: the
+    type's expected runtime, i.e. slots already staggered at the trace start).
+    """
     rows: list[tuple] = []
     for ptype in PROBE_TYPES:
         for _slot in range(probe_slots):
-            t = rng.uniform(0, ptype.expected_runtime_s)
+            t = rng.uniform(0, ptype.expected_runtime_s if head_s is None else head_s)
             while t < duration_s:
                 work = ptype.expected_runtime_s * max(0.9, 1 + rng.normal(0, noise))
                 end = float(progress.end_offsets(np.array([t]), np.array([work]),
@@ -292,7 +297,8 @@ def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optio
                  new_template_prob: float = 0.1, episodes_per_day: float = 3.0, quiet_head_s: float = 0.0,
                  probe_slots: int = 2, queue_wait_s: float = 1800.0, failed_start_prob: float = 0.03,
                  deck_change_prob: float = 0.03,
-                 background_io: float = 2e8) -> PfsTrace:
+                 background_io: float = 2e8, episodes: Optional[Sequence[dict]] = None,
+                 probe_head_s: Optional[float] = None) -> PfsTrace:
     """Simulate the PFS, probes and jobs from ``start`` to ``end`` (epoch seconds).
 
     Parameters
@@ -305,6 +311,13 @@ def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optio
         Poisson job stream of ``jobs_per_hour``.
     quiet_head_s
         No episode starts in the first ``quiet_head_s`` seconds.
+    episodes
+        Explicit degradation episodes (dicts with ``start``, ``end`` in seconds from
+        ``start``, ``kind``, ``severity``, ``peak_slowdown``) instead of the Poisson
+        draw (``episodes_per_day`` and ``quiet_head_s`` are then ignored).
+    probe_head_s
+        The first run of every probe slot starts within this many seconds (default:
+        the probe type's expected runtime).
     queue_wait_s
         Mean queue wait of generated jobs (exponential); a busy production queue
         is what gives IO-aware replacement its waiting IO-resistant jobs.
@@ -312,11 +325,18 @@ def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optio
     if not end > start:
         raise ValueError("end must be after start")
     n = int(np.ceil(end - start))
-    episodes = degradation_episodes(rng, n, episodes_per_day, quiet_head_s)
+    if episodes is None:
+        episodes = degradation_episodes(rng, n, episodes_per_day, quiet_head_s)
+    else:
+        episodes = [{"kind": "short", "severity": "severe", **ep, "start": float(ep["start"]),
+                     "end": float(min(ep["end"], n)), "peak_slowdown": float(ep["peak_slowdown"])}
+                    for ep in episodes]
+        if any(not (0 <= ep["start"] < ep["end"]) or ep["peak_slowdown"] < 1 for ep in episodes):
+            raise ValueError("each episode needs 0 <= start < end (seconds from start) and peak_slowdown >= 1")
     slowdown = slowdown_series(rng, n, episodes)
     progress = _Progress(slowdown)
     node_names = [f"n{i:03d}" for i in range(1, n_nodes + 1)]
-    probes = simulate_probes(rng, progress, n, node_names, probe_slots)
+    probes = simulate_probes(rng, progress, n, node_names, probe_slots, head_s=probe_head_s)
 
     templates = _templates(rng, n_templates)
     if jobs is None:
@@ -405,7 +425,7 @@ def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optio
     noise_w = rng.lognormal(-sigma ** 2 / 2, sigma)
     params = {"n_nodes": n_nodes, "jobs_per_hour": jobs_per_hour, "n_templates": n_templates,
               "episodes_per_day": episodes_per_day, "probe_slots": probe_slots, "queue_wait_s": queue_wait_s,
-              "quiet_head_s": quiet_head_s}
+              "quiet_head_s": quiet_head_s, "probe_head_s": probe_head_s}
     return PfsTrace(start=float(start), end=float(start + n), slowdown=slowdown,
                     io_read=demand_r / slowdown * noise_r, io_write=demand_w / slowdown * noise_w,
                     episodes=[{**ep, "start": start + ep["start"], "end": start + ep["end"]} for ep in episodes],
@@ -414,6 +434,26 @@ def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optio
 
 
 # --------------------------------------------------------------------------- writer
+def write_probes_csv(probes: dict[str, np.ndarray], path: str) -> None:
+    """``probes.csv``: one completed probe run per row (columns :data:`PROBE_FIELDS`)."""
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(PROBE_FIELDS)
+        for i in range(probes["start"].size):
+            w.writerow([probes["probe_id"][i], probes["probe_type"][i], probes["node"][i],
+                        f"{probes['start'][i]:.3f}", f"{probes['end'][i]:.3f}", f"{probes['runtime_s'][i]:.3f}"])
+
+
+def write_episodes_csv(episodes: Sequence[dict], path: str) -> None:
+    """``degradation.csv``: the ground-truth episodes (columns :data:`EPISODE_FIELDS`)."""
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(EPISODE_FIELDS)
+        for ep in episodes:
+            w.writerow([f"{ep['start']:.3f}", f"{ep['end']:.3f}", ep["kind"], ep["severity"],
+                        f"{ep['peak_slowdown']:.4f}"])
+
+
 def write_pfs(trace: PfsTrace, out_dir: str, seed: Optional[int] = None) -> dict[str, str]:
     """Write the trace into a recorded-data directory; returns the paths written.
 
@@ -425,19 +465,8 @@ def write_pfs(trace: PfsTrace, out_dir: str, seed: Optional[int] = None) -> dict
     paths = {k: os.path.join(out_dir, f) for k, f in (("probes", "probes.csv"), ("degradation", "degradation.csv"),
                                                          ("jobs", "jobs_io.csv"), ("io", "io_system.csv"),
                                                          ("meta", "pfs.json"))}
-    with open(paths["probes"], "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(PROBE_FIELDS)
-        p = trace.probes
-        for i in range(p["start"].size):
-            w.writerow([p["probe_id"][i], p["probe_type"][i], p["node"][i], f"{p['start'][i]:.3f}",
-                        f"{p['end'][i]:.3f}", f"{p['runtime_s'][i]:.3f}"])
-    with open(paths["degradation"], "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(EPISODE_FIELDS)
-        for ep in trace.episodes:
-            w.writerow([f"{ep['start']:.3f}", f"{ep['end']:.3f}", ep["kind"], ep["severity"],
-                        f"{ep['peak_slowdown']:.4f}"])
+    write_probes_csv(trace.probes, paths["probes"])
+    write_episodes_csv(trace.episodes, paths["degradation"])
     with open(paths["jobs"], "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(JOB_FIELDS)

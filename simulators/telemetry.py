@@ -44,8 +44,9 @@ Precursors
 Benign anomalies
     ``anomaly_rate`` per node-day (default 0.5) of the same kinds, lasting
     ``anomaly_minutes`` (default 1–6 min), with a hump-shaped strength whose peak is
-    drawn from ``anomaly_strength`` (default 0.3–1): weaker and shorter than
-    precursors on average but overlapping them, so false alarms stay possible.  They
+    drawn from ``anomaly_strength`` (default 0.2–0.7): weaker and shorter than
+    precursors on average but overlapping the level a precursor steps to at
+    onset (``a · b`` ≥ 0.54), so false alarms stay possible.  They
     lie outside down-times and precursor windows and end without a failure
     (``leads_to_failure = 0``).
 Baseline
@@ -178,7 +179,7 @@ class TelemetryParams:
     precursor_power: tuple[float, float] = (0.5, 1.0)
     anomaly_rate: float = 0.5
     anomaly_minutes: tuple[float, float] = (1.0, 6.0)
-    anomaly_strength: tuple[float, float] = (0.3, 1.0)
+    anomaly_strength: tuple[float, float] = (0.2, 0.7)
     kind_weights: tuple[float, float, float, float] = (0.35, 0.2, 0.2, 0.25)
     utilization: float = 0.9
     runtime_median_minutes: float = 15.0

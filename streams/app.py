@@ -451,7 +451,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
                     await dead_letter(source, "sink_rejected", f"InfluxDB sink cannot write it: {exc}", raw,
                                       offset=offset(stream))
 
-        @app.on_stop.connect
+        @app.on_before_shutdown.connect
         async def close_sink(app: faust.App, **kwargs: Any) -> None:
             stats = await asyncio.get_running_loop().run_in_executor(None, sink.close)
             log.info("InfluxDB sink closed: %s", stats)

@@ -100,6 +100,9 @@ def demo(
                                             help="Use this Kafka instead of the embedded broker."),
     model: Optional[str] = typer.Option(None, "--model", help="Use this model directory instead of training "
                                         "one on a separately seeded history."),
+    detector: str = typer.Option("baseline", "--detector", help="What to train when no --model is given: "
+                                 "'baseline' (per-sensor thresholds) or 'ensemble' (six lead-time networks + "
+                                 "LSTM vote, trained on a 64-node × 24 h history; slower)."),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where to write data, model and logs "
                                            "(default: a new temporary directory)."),
     influx: Optional[str] = typer.Option(None, "--influx", help="InfluxDB URL for the sink (optional)."),
@@ -117,7 +120,7 @@ def demo(
     """
     from hpcguard.streams.demo import DemoConfig, print_summary, run_demo
 
-    cfg = DemoConfig(nodes=nodes, hours=hours, seed=seed, bootstrap=bootstrap, model=model,
+    cfg = DemoConfig(nodes=nodes, hours=hours, seed=seed, bootstrap=bootstrap, model=model, detector=detector,
                      workdir=str(workdir) if workdir else None, influx=influx, influx_version=influx_version, metrics_port=metrics_port,
                      timeout_s=timeout, quiet=json_out)
     try:

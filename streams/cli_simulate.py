@@ -34,7 +34,7 @@ def telemetry(
                                                         "front-loaded, >1 late)."),
     anomaly_rate: float = typer.Option(0.5, "--anomaly-rate",
                                        help="Benign anomalies (no failure follows) per node-day."),
-    anomaly_strength: tuple[float, float] = typer.Option((0.3, 1.0), "--anomaly-strength",
+    anomaly_strength: tuple[float, float] = typer.Option((0.2, 0.7), "--anomaly-strength",
                                                          help="LOW HIGH: peak strength of a benign anomaly."),
     anomaly_minutes: tuple[float, float] = typer.Option((1.0, 6.0), "--anomaly-minutes",
                                                         help="LOW HIGH: duration of a benign anomaly in minutes."),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from hpcguard.models.metrics import uc_probability
 from hpcguard.models.policy import SiteCosts, checkpoint_recommendation, decide
 from hpcguard.settings import Settings
 
@@ -26,7 +27,14 @@ def policy_for(settings: Settings) -> Callable[[dict, dict | None, int, Any], li
     def policy(prediction: dict, job: dict | None, spare_nodes: int, predictor: Any) -> list[dict]:
         p = {**prediction, "time": prediction.get("sample_time") or prediction["time"]}
         fpr = getattr(predictor, "fpr", None)
-        return decide(p, job, spare_nodes, costs, ensemble_fpr=fpr, uc_ceiling=ceiling)
+        actions = decide(p, job, spare_nodes, costs, ensemble_fpr=fpr, uc_ceiling=ceiling)
+        if fpr is not None and job:
+            # seed 000 Eq. 4.4: the chance that this job's warning is an unnecessary checkpoint
+            n = int(job.get("num_nodes") or len(job.get("nodes") or []) or 1)
+            for a in actions:
+                a["reason"].setdefault("uc", float(uc_probability(fpr, n)))
+                a["reason"].setdefault("predictor_fpr", float(fpr))
+        return actions
 
     return policy
 

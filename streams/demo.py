@@ -33,6 +33,7 @@ class DemoConfig:
     metrics_port: int | None = None
     timeout_s: float = 600.0
     train_hours: float | None = None
+    detector: str = "baseline"  # baseline | ensemble (trained on a separate history)
     quiet: bool = False
 
 
@@ -178,19 +179,27 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
         data_dir = workdir / "telemetry"
         _say(cfg, f"simulating {cfg.nodes} nodes × {cfg.hours} h (seed {cfg.seed}) → {data_dir}")
-        sim = simulate_telemetry(str(data_dir), nodes=cfg.nodes, hours=cfg.hours, seed=cfg.seed)
+        # --- PFS scenario (CanarIO): slowdown episodes + probes.csv; evaluation telemetry only ---
+        from hpcguard.simulators.demo_scenario import pfs_scenario
+        from hpcguard.simulators.telemetry import DEFAULT_START
+        pfs = pfs_scenario(str(data_dir), start=DEFAULT_START, hours=cfg.hours, seed=cfg.seed, nodes=cfg.nodes)
+        sim = simulate_telemetry(str(data_dir), nodes=cfg.nodes, hours=cfg.hours, seed=cfg.seed,
+                                 io_slowdown=pfs["io_slowdown"])
+        # --- end PFS scenario ---
 
         model_dir = cfg.model
         if not model_dir:
             train_dir = workdir / "history"
-            train_hours = cfg.train_hours or max(6.0, cfg.hours * 3)
-            _say(cfg, f"training the detector on a separate history ({cfg.nodes} nodes × {train_hours} h, "
-                      f"seed {cfg.seed + 1000})")
-            simulate_telemetry(str(train_dir), nodes=cfg.nodes, hours=train_hours, seed=cfg.seed + 1000)
+            # the ensemble needs many failures to learn from: a longer, larger history
+            train_nodes = cfg.nodes if cfg.detector == "baseline" else max(cfg.nodes, 64)
+            train_hours = cfg.train_hours or (max(6.0, cfg.hours * 3) if cfg.detector == "baseline" else 24.0)
+            _say(cfg, f"training the {cfg.detector} detector on a separate history ({train_nodes} nodes × "
+                      f"{train_hours} h, seed {cfg.seed + 1000})")
+            simulate_telemetry(str(train_dir), nodes=train_nodes, hours=train_hours, seed=cfg.seed + 1000)
             model_dir = str(workdir / "model")
-            train_model(str(train_dir), model_dir, seed=cfg.seed)
+            train_model(str(train_dir), model_dir, seed=cfg.seed, detector=cfg.detector)
 
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **pfs["env"]}  # PFS scenario: worker CanarIO settings
         argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", bootstrap, "--model", model_dir,
                 "--app-id", settings.worker.app_id, "--data-dir", settings.worker.data_dir,
                 "--audit-log", settings.adapter.audit_log, "--adapter", "dry-run"]
@@ -227,22 +236,27 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
             broker.stop()
 
 
-def train_model(history_dir: str, model_dir: str, seed: int) -> dict[str, Any]:
-    """Train the failure ensemble when that code is present, else the baseline."""
-    try:
-        from hpcguard.streams.cli_failure import train_ensemble_model  # the ensemble, when built
-    except ImportError:
-        train_ensemble_model = None
-    if train_ensemble_model is not None:
-        return train_ensemble_model([history_dir], model_dir, seed=seed)
-    return train_baseline_model([history_dir], model_dir)
+def train_model(history_dir: str, model_dir: str, seed: int, detector: str = "baseline") -> dict[str, Any]:
+    """Train the demo's detector on a separate history: the baseline, or the failure
+    ensemble through ``hpcguard train failure`` (the same command users run)."""
+    if detector == "baseline":
+        return train_baseline_model([history_dir], model_dir)
+    if detector != "ensemble":
+        raise ValueError(f"unknown detector {detector!r}: baseline or ensemble")
+    argv = [sys.executable, "-m", "hpcguard", "train", "failure", "--data", history_dir, "--out", model_dir,
+            "--seed", str(seed), "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"training the failure ensemble failed: {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
 
 
 def _wait_for_drain(k: KafkaSettings, group: str, topics: TopicNames, worker: subprocess.Popen,
                     cfg: DemoConfig) -> float:
     """Wait until the worker has committed every input and the outputs stopped growing."""
     inputs = [*topics.ldms, topics.raw_ipmi, topics.raw_slurm, topics.samples_ipmi, topics.samples_os,
-              topics.samples_io, topics.jobs, topics.node_jobs, topics.predictions, topics.actions]
+              topics.samples_io, topics.jobs, topics.node_jobs, topics.predictions, topics.actions,
+              topics.probes]  # PFS scenario: probe runs
     outputs = [topics.predictions, topics.actions, topics.acks, topics.dlq, topics.io_degradation]
     deadline = time.monotonic() + cfg.timeout_s
     last_out: dict[str, int] | None = None

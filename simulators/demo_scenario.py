@@ -1,0 +1,107 @@
+"""A PFS degradation scenario for ``hpcguard demo``: two severe episodes and the probe runs.
+
+CanarIO (seed 004 ch. 4–5) labels a 1-minute IO window only once every probe run
+overlapping it has completed; without probe start events the worker's
+:class:`~hpcguard.models.canario.detector.LateLabeler` waits its timeout
+(``3 × 1408 s``, the longest probe three times) after the window.  A demo of a
+few hours therefore needs the episodes placed on purpose:
+
+* the probes' first runs start together at the trace start, so the baseline
+  (expected runtime = median of the first runs, ``probe_baseline_runs = 2``)
+  is measured on a healthy file system;
+* episode 1 starts right after those baseline runs: its windows are labelled
+  degraded by the stretched probes and join the online k-NN bank one label lag later;
+* episode 2 starts one label lag after episode 1, when the detector has learnt
+  episode 1, and lasts until shortly before the end: it is the one detected online.
+
+The per-second slowdown divides every node's Lustre rates in
+:func:`~hpcguard.simulators.telemetry.simulate_telemetry` (``io_slowdown=``) and
+stretches the probe runtimes (IO fraction 0.9) as in
+:func:`~hpcguard.simulators.pfs.simulate_pfs`.
+
+Example
+-------
+>>> import tempfile
+>>> sc = pfs_scenario(tempfile.mkdtemp(), start=0.0, hours=2.0, seed=7, nodes=4)
+>>> sc["io_slowdown"].shape, len(sc["summary"]["episodes"]), sc["summary"]["expected_detectable"]
+((7200,), 2, True)
+>>> sorted(sc["env"])[:2]
+['HPCGUARD_WORKER__IO_INITIAL_BANK_H', 'HPCGUARD_WORKER__IO_RETRAIN_MINUTES']
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from hpcguard.models.canario.detector import LateLabeler
+from hpcguard.models.canario.probes import PROBE_TYPES
+from hpcguard.simulators.pfs import simulate_pfs, write_episodes_csv, write_probes_csv
+
+PEAK_SLOWDOWN = 3.0          # severe (seed 004 Fig. 4.2 spikes reach 2–4×)
+PROBE_HEAD_S = 60.0          # the probes' first runs all start within this
+BASELINE_RUNS = 2            # expected runtime = median of the first 2 runs of a type
+EPISODE1_S = 1200.0          # 20 minutes of episode 1
+MIN_DETECT_S = 600.0         # episode 2 must leave this long to detect it
+GRID_S = 15.0                # the telemetry's 1 s grid is rounded up to 15 s
+
+
+def scenario_episodes(span_s: float, label_lag_s: float | None = None) -> tuple[list[dict], bool]:
+    """Two severe episodes (seconds from the start) and whether episode 2 is learnable in time.
+
+    >>> eps, ok = scenario_episodes(7200.0)
+    >>> [(round(e["start"]), round(e["end"])) for e in eps], ok
+    ([(1609, 2809), (5833, 7140)], True)
+    """
+    lag = LateLabeler().timeout_s if label_lag_s is None else float(label_lag_s)
+    first = max(p.expected_runtime_s for p in PROBE_TYPES) * 1.1 + PROBE_HEAD_S  # baseline runs done
+    ep1 = (first, first + EPISODE1_S)
+    ep2 = (first + lag, span_s - 60.0)
+    detectable = ep2[1] - ep2[0] >= MIN_DETECT_S
+    if not detectable:  # too short to learn online: still show two episodes (no detection expected)
+        ep1, ep2 = (0.2 * span_s, 0.35 * span_s), (0.6 * span_s, 0.9 * span_s)
+    episodes = [{"start": float(a), "end": float(b), "kind": "short", "severity": "severe",
+                 "peak_slowdown": PEAK_SLOWDOWN} for a, b in (ep1, ep2)]
+    return episodes, bool(detectable)
+
+
+def pfs_scenario(out_dir: str, start: float, hours: float, seed: int, nodes: int) -> dict:
+    """Simulate the scenario and write ``probes.csv`` and ``degradation.csv`` into ``out_dir``.
+
+    Parameters
+    ----------
+    out_dir
+        The recorded-data directory the demo replays (the telemetry goes there too).
+    start
+        Epoch seconds of the telemetry's first sample.
+    hours, seed, nodes
+        As for :func:`~hpcguard.simulators.telemetry.simulate_telemetry`.
+
+    Returns
+    -------
+    dict
+        ``io_slowdown`` (per-second factors for ``simulate_telemetry(io_slowdown=...)``),
+        ``env`` (worker settings overrides: small initial bank, short retrain cadence,
+        few baseline probe runs) and ``summary`` (episodes in epoch seconds, probe count,
+        whether episode 2 can be detected online).
+    """
+    if hours <= 0 or nodes < 1:
+        raise ValueError("hours must be > 0 and nodes >= 1")
+    span = int(math.ceil(hours * 3600.0 / GRID_S) * GRID_S)
+    episodes, detectable = scenario_episodes(float(span))
+    trace = simulate_pfs(np.random.default_rng(seed), float(start), float(start + span), n_nodes=nodes,
+                         jobs_per_hour=0.0, episodes=episodes, probe_head_s=PROBE_HEAD_S)
+    recorded = trace.probes["end"] <= start + span  # a recording holds only probes completed by its end
+    probes = {k: v[recorded] for k, v in trace.probes.items()}
+    os.makedirs(out_dir, exist_ok=True)
+    write_probes_csv(probes, os.path.join(out_dir, "probes.csv"))
+    write_episodes_csv(trace.episodes, os.path.join(out_dir, "degradation.csv"))
+    # the detector's first training after episode 1 has begun; retrained every 2 min of stream time
+    bank_h = max(0.25, (episodes[0]["start"] + 300.0) / 3600.0)
+    env = {"HPCGUARD_WORKER__IO_INITIAL_BANK_H": f"{bank_h:.3f}",
+           "HPCGUARD_WORKER__IO_RETRAIN_MINUTES": "2",
+           "HPCGUARD_WORKER__PROBE_BASELINE_RUNS": str(BASELINE_RUNS)}
+    summary = {"episodes": [{k: ep[k] for k in ("start", "end", "peak_slowdown")} for ep in trace.episodes],
+               "probes": int(probes["start"].size), "expected_detectable": detectable}
+    return {"io_slowdown": trace.slowdown, "env": env, "summary": summary}

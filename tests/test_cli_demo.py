@@ -1,0 +1,61 @@
+"""``hpcguard demo --json`` end to end: embedded broker, simulated cluster, worker,
+summary — with the InfluxDB sink writing to a real InfluxDB and ``/metrics`` served
+while the demo runs."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+pytestmark = [pytest.mark.broker, pytest.mark.influx, pytest.mark.slow]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_demo_json_with_influx_and_metrics(tmp_path, influxdb):
+    metrics_port = _free_port()
+    workdir = tmp_path / "demo"
+    argv = [sys.executable, "-m", "hpcguard", "demo", "--nodes", "8", "--hours", "1", "--seed", "3", "--json",
+            "--workdir", str(workdir), "--influx", influxdb.url, "--influx-version", "1",
+            "--metrics-port", str(metrics_port), "--timeout", "400"]
+    env = {**os.environ, "HPCGUARD_INFLUX__DATABASE": "demo_test", "HPCGUARD_INFLUX__FLUSH_INTERVAL_S": "0.5"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    scraped = ""
+    deadline = time.monotonic() + 500
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:  # the worker's /metrics while the demo runs
+            text = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2).text
+            if "hpcguard_records_in_total{" in text:
+                scraped = text
+        except requests.ConnectionError:
+            pass
+        time.sleep(1.0)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    summary = json.loads(out)
+
+    failures = (workdir / "telemetry" / "failures.csv").read_text().splitlines()[1:]
+    assert summary["broker"].startswith("embedded tansu 127.0.0.1:")
+    assert summary["nodes"] == 8 and summary["model"] == "baseline-threshold"
+    assert summary["samples"]["ipmi"] > 0 and summary["samples"]["io"] > 0 and summary["samples"]["jobs"] > 0
+    assert summary["dead_letters"]["total"] == 0
+    f = summary["failures"]
+    assert f["injected"] == len(failures) and f["warned"] + f["missed"] == f["injected"]
+    assert len(f["lead_minutes"]) == f["warned"] and all(m > 0 for m in f["lead_minutes"])
+    assert sum(summary["acks"].values()) == sum(summary["actions"].values())
+    assert summary["predictions"]["total"] > 0 and summary["io_windows"]["total"] > 0
+    assert summary["throughput_msgs_per_s"] > 0 and set(summary["latency_ms"]) >= {"p50", "p99"}
+
+    assert "hpcguard_records_in_total{" in scraped and "hpcguard_predictions_total{" in scraped
+    rows = influxdb.rows("SELECT count(failure_probability) FROM node_prediction", "demo_test")
+    assert rows and rows[0]["count"] == summary["predictions"]["total"]
+    io_rows = influxdb.rows("SELECT count(probability) FROM io_window", "demo_test")
+    assert io_rows and io_rows[0]["count"] == summary["io_windows"]["total"]

@@ -1,0 +1,88 @@
+"""The demo's PFS scenario: episodes placed for online learning, probes stretched, replayed."""
+import csv
+
+import numpy as np
+import pytest
+
+from hpcguard.connectors.replay import dry_run, iter_recorded
+from hpcguard.models.canario.detector import LateLabeler
+from hpcguard.models.canario.probes import PROBE_TYPES
+from hpcguard.simulators.demo_scenario import BASELINE_RUNS, pfs_scenario
+
+T0 = 1_679_682_800.0
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pfs")
+    return out, pfs_scenario(str(out), start=T0, hours=2.0, seed=7, nodes=8)
+
+
+def _probes(out):
+    with open(out / "probes.csv") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_slowdown_matches_the_telemetry_grid_and_episodes(scenario):
+    _, sc = scenario
+    slow = sc["io_slowdown"]
+    assert slow.shape == (7200,) and (slow >= 1).all()
+    (e1, e2) = [(ep["start"] - T0, ep["end"] - T0) for ep in sc["summary"]["episodes"]]
+    assert e1[1] <= e2[0]
+    # episode 2 begins once episode 1's windows can have been labelled (the labeler's timeout)
+    assert e2[0] >= e1[0] + LateLabeler().timeout_s
+    assert sc["summary"]["expected_detectable"]
+    for a, b in (e1, e2):
+        mid = slow[int(a + 0.3 * (b - a)):int(a + 0.7 * (b - a))]
+        assert np.median(mid) > 2.0  # severe
+    quiet = np.ones(slow.size, bool)
+    for a, b in (e1, e2):
+        quiet[int(a):int(b)] = False
+    assert np.median(slow[quiet]) < 1.05
+    assert float(sc["env"]["HPCGUARD_WORKER__IO_INITIAL_BANK_H"]) < 2.0
+    assert int(sc["env"]["HPCGUARD_WORKER__PROBE_BASELINE_RUNS"]) == BASELINE_RUNS
+
+
+def test_probes_stretch_with_the_slowdown_and_baseline_is_healthy(scenario):
+    out, sc = scenario
+    rows = _probes(out)
+    assert len(rows) == sc["summary"]["probes"] > 0
+    e1_start = sc["summary"]["episodes"][0]["start"]
+    expected = {p.name: p.expected_runtime_s for p in PROBE_TYPES}
+    slow = sc["io_slowdown"]
+    ratio, mean_slow = [], []
+    for ptype in expected:
+        runs = sorted((r for r in rows if r["probe_type"] == ptype), key=lambda r: float(r["end"]))
+        assert all(float(r["end"]) < e1_start for r in runs[:BASELINE_RUNS])  # healthy baseline
+        for r in runs:
+            a, b = int(float(r["start"]) - T0), int(float(r["end"]) - T0)
+            ratio.append(float(r["runtime_s"]) / expected[ptype])
+            mean_slow.append(slow[a:b].mean())
+    ratio, mean_slow = np.array(ratio), np.array(mean_slow)
+    assert (ratio[mean_slow > 1.5] > 1.3).all()
+    assert (np.abs(ratio[mean_slow < 1.02] - 1) < 0.08).all()
+    assert float(max(r["end"] for r in rows)) <= T0 + 7200
+
+
+def test_replay_publishes_probes_in_end_time_order(scenario):
+    out, sc = scenario
+    msgs = [m for m in iter_recorded([out]) if getattr(m, "kind", "") == "probes"]
+    assert len(msgs) == sc["summary"]["probes"]
+    ends = [m.value["end"] for m in msgs]
+    assert ends == sorted(ends)
+    assert {m.topic for m in msgs} == {"hpcguard.probes"}
+    assert set(msgs[0].value) == {"probe_id", "probe_type", "node", "start", "end", "runtime_s", "v"}
+    assert msgs[0].key == msgs[0].value["probe_id"]
+    report = dry_run([out])
+    assert report["records"]["probes"] == report["samples"]["probes"] == sc["summary"]["probes"]
+    assert report["errors"] == {}  # degradation.csv is ground truth, not an unknown file
+
+
+def test_bad_probe_rows_are_rejected(tmp_path):
+    (tmp_path / "probes.csv").write_text("probe_id,probe_type,node,start,end,runtime_s\n"
+                                         "p1,probe-3,n001,10.0,530.0,520.0\n"
+                                         "p2,probe-3,n001,10.0,oops,520.0\n"
+                                         "p3,probe-3,n001,600.0,100.0,500.0\n")
+    report = dry_run([tmp_path])
+    assert report["samples"]["probes"] == 1
+    assert report["errors"] == {"bad_probe": 2}
