@@ -185,40 +185,36 @@ def create_app(pipeline: Pipeline) -> faust.App:
         for schema, name in zip(s.topics.ldms_schemas, t.ldms):
             make_ldms_agent(schema, name)
 
-        @app.agent(topic(t.raw_ipmi), name="normalize-ipmi")
-        async def normalize_ipmi(stream: faust.StreamT) -> None:
-            async for raw in stream:
-                metrics.RECORDS_IN.labels(t.raw_ipmi).inc()
-                try:
-                    if raw[:1] == b"{":
-                        env = json.loads(raw)
-                    else:  # Telegraf's Kafka output: bare ipmi_sensor line protocol
-                        env = {"format": "telegraf-lp", "text": raw.decode("utf-8"), "source": t.raw_ipmi}
-                    samples = decode_ipmi_envelope(env, mapping)
-                except ParseError as exc:
-                    await dead_letter(t.raw_ipmi, exc.kind, exc.reason, raw, offset=offset(stream), line=exc.line)
-                    continue
-                except (ValueError, TypeError, AttributeError) as exc:
-                    await dead_letter(t.raw_ipmi, "bad_json", f"not an IPMI envelope: {exc}", raw,
-                                      offset=offset(stream))
-                    continue
-                for sample in samples:
-                    await publish(samples_ipmi, sample["node"], NodeSample(**sample, ingest_time=ingest_time(stream)))
+        def ipmi_records(raw: bytes, ingested: float | None) -> list[tuple[str, NodeSample]]:
+            if raw[:1] == b"{":
+                env = json.loads(raw)
+            else:  # Telegraf's Kafka output: bare ipmi_sensor line protocol
+                env = {"format": "telegraf-lp", "text": raw.decode("utf-8"), "source": t.raw_ipmi}
+            return [(d["node"], NodeSample(**d, ingest_time=ingested)) for d in decode_ipmi_envelope(env, mapping)]
 
-        @app.agent(topic(t.raw_slurm), name="normalize-slurm")
-        async def normalize_slurm(stream: faust.StreamT) -> None:
-            async for raw in stream:
-                metrics.RECORDS_IN.labels(t.raw_slurm).inc()
-                try:
-                    event = decode_slurm_envelope(json.loads(raw))
-                except ParseError as exc:
-                    await dead_letter(t.raw_slurm, exc.kind, exc.reason, raw, offset=offset(stream), line=exc.line)
-                    continue
-                except (ValueError, TypeError, AttributeError) as exc:
-                    await dead_letter(t.raw_slurm, "bad_json", f"not a Slurm envelope: {exc}", raw,
-                                      offset=offset(stream))
-                    continue
-                await publish(jobs, event["job_id"], JobEvent(**event))
+        def slurm_records(raw: bytes, ingested: float | None) -> list[tuple[str, JobEvent]]:
+            event = decode_slurm_envelope(json.loads(raw))
+            return [(event["job_id"], JobEvent(**event))]
+
+        def make_envelope_agent(source: str, out: faust.TopicT, parse: Callable, what: str) -> None:
+            async def normalize_envelopes(stream: faust.StreamT) -> None:
+                async for raw in stream:
+                    metrics.RECORDS_IN.labels(source).inc()
+                    try:
+                        records = parse(raw, ingest_time(stream))
+                    except ParseError as exc:
+                        await dead_letter(source, exc.kind, exc.reason, raw, offset=offset(stream), line=exc.line)
+                        continue
+                    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                        await dead_letter(source, "bad_json", f"not {what}: {exc}", raw, offset=offset(stream))
+                        continue
+                    for key, record in records:
+                        await publish(out, key, record)
+
+            app.agent(topic(source), name=f"normalize-{source}")(normalize_envelopes)
+
+        make_envelope_agent(t.raw_ipmi, samples_ipmi, ipmi_records, "an IPMI envelope")
+        make_envelope_agent(t.raw_slurm, jobs, slurm_records, "a Slurm envelope")
 
     # -- node windows → predictions -------------------------------------------------
     if "windows" in pipeline.roles and pipeline.predictor is not None:

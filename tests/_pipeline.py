@@ -17,6 +17,25 @@ from hpcguard.settings import KafkaSettings, TopicSettings
 from hpcguard.streams.topics import TopicNames
 
 
+HEALTHY = dict(cpu_temp=50.0, cpu_fan_rpm=6000.0, cpu_voltage=1.1, psu_temp=40.0, load_1min=8.0, cpu_user=80.0,
+               disk_usage=30.0, mem_usage=40.0, bytes_in=1e6, bytes_out=1e6)
+
+
+def baseline_model(directory: Path, persistence: int = 2) -> str:
+    """A baseline model directory learned on healthy windows around ``HEALTHY``."""
+    import numpy as np
+
+    from hpcguard.models.baseline import BaselineDetector
+    from hpcguard.models.features import CANONICAL_SENSORS
+
+    rng = np.random.default_rng(0)
+    base = np.array([HEALTHY[s] for s in CANONICAL_SENSORS])
+    det = BaselineDetector(persistence=persistence).learn_many(base * (1 + 0.02 * rng.standard_normal((2000, 16, 10))))
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "baseline.json").write_text(json.dumps({**det.to_state(), "version": "test-baseline"}))
+    return str(directory)
+
+
 class WorkerProcess:
     """``hpcguard worker`` in a subprocess with its own topic prefix and group."""
 

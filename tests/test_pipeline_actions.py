@@ -4,26 +4,16 @@ import json
 import numpy as np
 import pytest
 
-from _pipeline import WorkerProcess
-from hpcguard.models.baseline import BaselineDetector
-from hpcguard.models.features import CANONICAL_SENSORS
+from _pipeline import HEALTHY, WorkerProcess, baseline_model
 
 pytestmark = pytest.mark.broker
 
-HEALTHY = dict(cpu_temp=50.0, cpu_fan_rpm=6000.0, cpu_voltage=1.1, psu_temp=40.0, load_1min=8.0, cpu_user=80.0,
-               disk_usage=30.0, mem_usage=40.0, bytes_in=1e6, bytes_out=1e6)
 T0 = 1_700_000_000.0
 
 
 @pytest.fixture
 def baseline_dir(tmp_path):
-    rng = np.random.default_rng(0)
-    base = np.array([HEALTHY[s] for s in CANONICAL_SENSORS])
-    det = BaselineDetector(persistence=2).learn_many(base * (1 + 0.02 * rng.standard_normal((2000, 16, 10))))
-    d = tmp_path / "model"
-    d.mkdir()
-    (d / "baseline.json").write_text(json.dumps({**det.to_state(), "version": "test-baseline"}))
-    return str(d)
+    return baseline_model(tmp_path / "model")
 
 
 def samples(node, minutes, fan_drop_from=None):

@@ -12,14 +12,10 @@ import time
 import numpy as np
 import pytest
 
-from _pipeline import WorkerProcess
-from hpcguard.models.baseline import BaselineDetector
-from hpcguard.models.features import CANONICAL_SENSORS
+from _pipeline import HEALTHY, WorkerProcess, baseline_model
 
 pytestmark = [pytest.mark.slurm, pytest.mark.broker]
 
-HEALTHY = dict(cpu_temp=50.0, cpu_fan_rpm=6000.0, cpu_voltage=1.1, psu_temp=40.0, load_1min=8.0, cpu_user=80.0,
-               disk_usage=30.0, mem_usage=40.0, bytes_in=1e6, bytes_out=1e6)
 TRAP_SCRIPT = """#!/bin/bash
 trap 'echo "got-USR1 restart=${SLURM_RESTART_COUNT:-0}" >> {out}/signals' USR1
 echo "start restart=${SLURM_RESTART_COUNT:-0} node=$SLURMD_NODENAME" >> {out}/starts
@@ -58,12 +54,7 @@ def test_predicted_failure_requeues_real_job_off_drained_node(cluster, kafka_set
     cluster.wait_for(lambda: (out / "starts").exists(), timeout=30, what=f"job {job} to start")
     node = cluster.job_field(job, "NodeList")
 
-    rng = np.random.default_rng(0)
-    base = np.array([HEALTHY[s] for s in CANONICAL_SENSORS])
-    det = BaselineDetector(persistence=2).learn_many(base * (1 + 0.02 * rng.standard_normal((2000, 16, 10))))
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "baseline.json").write_text(json.dumps({**det.to_state(), "version": "e2e"}))
+    model = baseline_model(tmp_path / "model")
     governor = tmp_path / "governor.toml"
     governor.write_text("max_drained_fraction = 0.5\n")
     env = {"SLURM_CONF": str(cluster.conf), "HPCGUARD_ADAPTER__GOVERNOR_CONFIG": str(governor),
@@ -71,7 +62,7 @@ def test_predicted_failure_requeues_real_job_off_drained_node(cluster, kafka_set
     events = [e for e in SlurmPoller(SlurmRunner(slurm_conf=str(cluster.conf))).poll() if e.get("job_id")]
     assert any(e["job_id"] == job and e["event"] == "start" and e["nodes"] == [node] for e in events)
 
-    with WorkerProcess(kafka_settings, tmp_path, str(model), roles=["windows", "jobs", "decide", "adapter"],
+    with WorkerProcess(kafka_settings, tmp_path, model, roles=["windows", "jobs", "decide", "adapter"],
                        extra=["--adapter", "slurm"], env=env) as w:
         w.produce(w.topics.jobs, [(e["job_id"], {**e, "v": 1}) for e in events])
         w.wait_for(w.topics.node_jobs, lambda r: any(e["job_id"] == job for e in r))
