@@ -105,7 +105,8 @@ def create_app(pipeline: Pipeline) -> faust.App:
     grid_state = app.Table("node-grids", default=None, partitions=s.topics.partitions)
 
     async def publish(tp: faust.TopicT, key: str, value: Any) -> None:
-        await tp.send(key=key.encode() if isinstance(key, str) else key, value=value)
+        # buffered: the producer's own task flushes it, the agent does not wait per record
+        tp.send_soon(key=key.encode() if isinstance(key, str) else key, value=value)
         metrics.RECORDS_OUT.labels(tp.get_topic_name()).inc()
 
     async def dead_letter(source: str, error_kind: str, reason: str, payload: Any, offset: int | None = None,
