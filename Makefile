@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml
 
 # Real parts the tests use: Slurm (slurm-wlm + munge) and InfluxDB 1.x from Debian.
 system-deps:
-	@for s in .ci/slurm-setup.sh .ci/influx-setup.sh; do [ -f $$s ] && bash $$s || true; done
+	@for s in .ci/slurm-setup.sh .ci/influx-setup.sh; do \
+		bash $$s || echo "warning: $$s failed: tests that need it skip (and fail under CI=true)"; done
 
 demo: setup
 	$(HPCGUARD) demo
