@@ -2,9 +2,12 @@
 feature window (seed 000: 4 min = 16 steps).
 
 IPMI readings take the last value within a step; operating-system metrics (LDMS
-samplers at their own rates) take the mean within the step.  A step closes once the
-node's stream time passes its end plus ``lateness_s``; a sensor with no sample in a
-step stays NaN — missing values are marked, never invented.  State round-trips
+samplers at their own rates) take the mean within the step.  Each source (IPMI, each
+LDMS schema) keeps its own stream time: a step closes once every source heard from in
+the last ``stale_s`` has passed the step's end plus ``lateness_s`` — sources arrive on
+different topics and drift apart, and a silent source must not hold the node back.  A
+sensor with no sample in a step stays NaN — missing values are marked, never invented;
+samples for steps already emitted are counted in ``late_samples``.  State round-trips
 through plain dicts so a Faust table can hold it.
 
 Example
@@ -33,10 +36,13 @@ _INDEX = {name: i for i, name in enumerate(CANONICAL_SENSORS)}
 
 class NodeGrid:
     def __init__(self, grid_s: float = 15.0, window_steps: int = 16, lateness_s: float = 30.0,
-                 sensors: tuple[str, ...] = CANONICAL_SENSORS):
+                 sensors: tuple[str, ...] = CANONICAL_SENSORS, stale_s: float = 300.0):
         self.grid_s = float(grid_s)
         self.window_steps = int(window_steps)
         self.lateness_s = float(lateness_s)
+        self.stale_s = float(stale_s)
+        self.late_samples = 0
+        self._source_time: dict[str, float] = {}
         self.sensors = sensors
         self._index = {name: i for i, name in enumerate(sensors)}
         n = len(sensors)
@@ -47,14 +53,13 @@ class NodeGrid:
         self.stream_time = -math.inf
 
     # -- ingest ---------------------------------------------------------------------
-    def add(self, time: float, values: Mapping[str, float], last_value: bool) -> list[float]:
-        """Add one sample; return the start times of the steps it closed (in order)."""
+    def add(self, time: float, values: Mapping[str, float], last_value: bool, source: str = "") -> list[float]:
+        """Add one sample from ``source``; return the start times of the steps it closed (in order)."""
         step = int(math.floor(time / self.grid_s))
-        if step in self._closed or (self._closed and step < min(self._closed)):
-            closed_late = True  # too late: the step was already emitted
+        closed_late = step in self._closed or bool(self._closed and step < min(self._closed))
+        if closed_late:
+            self.late_samples += 1  # its step was already emitted
         else:
-            closed_late = False
-        if not closed_late:
             acc = self._open.get(step)
             if acc is None:
                 acc = [[0.0] * self._n, [0.0] * self._n, [math.nan] * self._n]
@@ -69,10 +74,17 @@ class NodeGrid:
                     acc[0][i] += float(value)
                     acc[1][i] += 1.0
         self.stream_time = max(self.stream_time, time)
+        self._source_time[source] = max(self._source_time.get(source, -math.inf), time)
         return self._close_due()
 
+    def watermark(self) -> float:
+        """The slowest live source's time: steps up to it have all their samples."""
+        live = [t for t in self._source_time.values() if t >= self.stream_time - self.stale_s]
+        return min(live) if live else self.stream_time
+
     def _close_due(self) -> list[float]:
-        due = sorted(s for s in self._open if (s + 1) * self.grid_s + self.lateness_s <= self.stream_time)
+        mark = self.watermark()
+        due = sorted(s for s in self._open if (s + 1) * self.grid_s + self.lateness_s <= mark)
         for s in due:
             sums, counts, last = self._open.pop(s)
             row = [last[i] if not math.isnan(last[i]) else (sums[i] / counts[i] if counts[i] else math.nan)
@@ -109,11 +121,14 @@ class NodeGrid:
     def to_state(self) -> dict:
         return {"open": {str(k): v for k, v in self._open.items()},
                 "closed": {str(k): v for k, v in self._closed.items()},
+                "sources": dict(self._source_time), "late_samples": self.late_samples,
                 "stream_time": self.stream_time if math.isfinite(self.stream_time) else None}
 
     def load_state(self, state: Mapping) -> "NodeGrid":
         self._open = {int(k): v for k, v in state.get("open", {}).items()}
         self._closed = {int(k): v for k, v in state.get("closed", {}).items()}
+        self._source_time = {k: float(v) for k, v in state.get("sources", {}).items()}
+        self.late_samples = int(state.get("late_samples", 0))
         st = state.get("stream_time")
         self.stream_time = -math.inf if st is None else float(st)
         return self

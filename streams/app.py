@@ -60,10 +60,15 @@ def create_app(pipeline: Pipeline) -> faust.App:
         from hpcguard.models.canario.probes import ProbeTracker
         from hpcguard.streams.agents_canario import CanarioState
 
+        classifier = None
+        if s.worker.job_classifier:
+            from hpcguard.connectors.canario_io import load_job_classifier
+
+            classifier = load_job_classifier(s.worker.job_classifier)
         pipeline.canario = CanarioState(
             detector=IoDegradationDetector(initial_bank_s=3600.0 * s.worker.io_initial_bank_h,
                                            retrain_every_s=60.0 * s.worker.io_retrain_minutes),
-            tracker=ProbeTracker(n_baseline=s.worker.probe_baseline_runs))
+            classifier=classifier, tracker=ProbeTracker(n_baseline=s.worker.probe_baseline_runs))
     w = s.worker
     app = faust.App(
         w.app_id,
@@ -237,7 +242,8 @@ def create_app(pipeline: Pipeline) -> faust.App:
                         grid.load_state(state)  # recovered from the changelog after a restart
                     pipeline.grids[node] = grid
                     pipeline.nodes_seen.add(node)
-                closed = grid.add(sample.time, sample.values, last_value=sample.source == "ipmi")
+                closed = grid.add(sample.time, sample.values, last_value=sample.source == "ipmi",
+                                  source=sample.source)
                 if not closed:
                     continue
                 grid_state[node] = grid.to_state()  # one changelog write per closed step
