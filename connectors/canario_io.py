@@ -1,7 +1,8 @@
 """Readers of the CanarIO recorded-data files written by :func:`hpcguard.simulators.pfs.write_pfs`.
 
 ``DIR/probes.csv``, ``DIR/degradation.csv``, ``DIR/jobs_io.csv``, ``DIR/jobscripts/<job_id>.sh``
-and ``DIR/io_system.csv`` (1 s ``time,read_bytes,write_bytes,slowdown``).
+and ``DIR/io_system.csv`` (1 s ``time,read_bytes,write_bytes,slowdown``); and the saved
+PRIONN job classifier (:func:`save_job_classifier` / :func:`load_job_classifier`).
 """
 from __future__ import annotations
 
@@ -103,3 +104,29 @@ def read_pfs(data_dir: str) -> PfsTrace:
     return PfsTrace(start=start, end=start + io["time"].size, slowdown=io["slowdown"], io_read=io["read_bytes"],
                     io_write=io["write_bytes"], episodes=read_episodes(data_dir), probes=read_probes(data_dir),
                     jobs=jobs, scripts=read_scripts(data_dir, jobs["job_id"]), params=params)
+
+
+def save_job_classifier(classifier, path: str) -> str:
+    """Write a :class:`~hpcguard.models.canario.prionn.JobSensitivityClassifier` to ``path`` (atomically)."""
+    data = classifier.to_bytes()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    return path
+
+
+def load_job_classifier(path: str):
+    """The job classifier saved at ``path``; FileNotFoundError / ValueError with the path when unusable."""
+    from hpcguard.models.canario.prionn import JobSensitivityClassifier
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"job classifier {path} not found (the demo writes one; "
+                                "or leave worker.job_classifier empty to learn online)")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        return JobSensitivityClassifier.from_bytes(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None

@@ -4,7 +4,9 @@ Formats are detected per file (or forced): LDMS ``store_csv`` (header line or
 ``.HEADER`` altheader), FreeIPMI CSV, ``ipmitool sdr elist``, Telegraf
 ``ipmi_sensor`` line protocol, ``sacct --parsable2`` and CanarIO ``probes.csv``
 (completed probe runs, published to ``<prefix>.probes`` as ``ProbeResult`` JSON at
-their end time).  A directory is walked recursively; ground-truth files
+their end time).  A job's batch script ``jobscripts/<job_id>.sh`` beside the sacct
+file (in its directory or the one above, i.e. the recording directory) rides on the
+job's ``submit`` envelope as ``"script"``; ``jobscripts/`` itself is not replayed.  A directory is walked recursively; ground-truth files
 (``failures.csv``, ``anomalies.csv``, ``meta.json``, ``degradation.csv``) are skipped and any other unknown file is rejected
 (``unknown_format``).  Messages of all files are merged by record time.
 
@@ -110,8 +112,13 @@ def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings) -> Iterat
                 else:
                     events.extend(job_events(rec))
             events.sort(key=lambda e: e["time"])  # rows are by job; events by time
+            script_dirs = [d / "jobscripts" for d in (f.parent, f.parent.parent) if (d / "jobscripts").is_dir()]
             for env in events:
                 job = env["line"].split("|", 1)[0]
+                if env["event"] == "submit" and script_dirs:
+                    script = _job_script(script_dirs, job)
+                    if script is not None:
+                        env = {**env, "script": script}
                 yield RawMessage(topic, job, env, env["time"], env["source"], "slurm")
         else:
             topic = topics.name("raw.ipmi")
@@ -124,6 +131,21 @@ def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings) -> Iterat
         yield exc.rejected(exc.reason[:200], source=src)
     except (OSError, UnicodeDecodeError) as exc:
         yield Rejected(src, None, "unreadable", str(exc), "")
+
+
+MAX_SCRIPT_BYTES = 64 * 1024  # PRIONN reads 64 lines × 64 characters; a longer script is cut here
+
+
+def _job_script(dirs: list[Path], job_id: str) -> str | None:
+    """Text of ``<dir>/<job_id>.sh`` in the first of ``dirs`` that has it (cut at :data:`MAX_SCRIPT_BYTES`)."""
+    if not job_id or "/" in job_id or job_id.startswith("."):
+        return None
+    for d in dirs:
+        path = d / f"{job_id}.sh"
+        if path.is_file():
+            with open(path, "rb") as fh:
+                return fh.read(MAX_SCRIPT_BYTES).decode("utf-8", errors="replace")
+    return None
 
 
 def _probe_messages(f: Path, src: str, topic: str) -> Iterator[RawMessage | Rejected]:
@@ -158,6 +180,8 @@ def plan(paths: Sequence[str | Path], fmt: str | None = None) -> list[tuple[Path
     out = []
     for f, src in _files(paths):
         if f.name in GROUND_TRUTH or f.name.endswith(".HEADER") or ".HEADER." in f.name:
+            continue
+        if f.parent.name == "jobscripts":  # batch scripts ride on their jobs' submit events
             continue
         out.append((f, src, fmt or detect_format(f)))
     return out

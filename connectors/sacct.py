@@ -185,6 +185,11 @@ def decode_slurm_envelope(env: Mapping) -> dict:
           "start_time": rec["start_time"], "end_time": rec["end_time"], "exit_code": rec["exit_code"]}
     if event == "submit":
         ev.update(nodes=[], state="PENDING", start_time=None, end_time=None, exit_code=None)
+        script = env.get("script")
+        if script is not None:  # batch-script text the replay attached (CanarIO job classifier)
+            if not isinstance(script, str):
+                raise ParseError("bad_row", f"script must be a string, got {type(script).__name__}", line_no, src)
+            ev["script"] = script
     elif event == "start":
         ev.update(state="RUNNING", end_time=None, exit_code=None)
     return ev

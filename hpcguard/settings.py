@@ -75,6 +75,7 @@ class WorkerSettings:
     io_initial_bank_h: float = 24.0  # CanarIO: hours of labelled windows before the detector predicts (seed 004)
     io_retrain_minutes: float = 10.0  # CanarIO: retrain the detector every this much stream time (seed 004)
     probe_baseline_runs: int = 100  # CanarIO: expected probe runtime = median of the first N runs (seed 004)
+    job_classifier: str = ""  # CanarIO: pre-trained PRIONN job classifier file; empty → learn online from scratch
 
 
 @dataclass

@@ -14,6 +14,14 @@ few hours therefore needs the episodes placed on purpose:
 * episode 2 starts one label lag after episode 1, when the detector has learnt
   episode 1, and lasts until shortly before the end: it is the one detected online.
 
+For CanarIO's IO-aware actions the jobs need predicted IO sensitivities:
+:func:`write_job_scripts` writes a batch script ``jobscripts/<job_id>.sh`` for every
+job of the telemetry's ``slurm/sacct.txt`` (templates of
+:func:`~hpcguard.simulators.pfs.scripts_for_jobs`, ground truth in
+``jobscripts/sensitivity.csv``; the replay attaches each script to its job's submit
+event) and :func:`train_job_classifier` pre-trains the PRIONN classifier on a
+separate simulated PFS history and saves it for the worker (``worker.job_classifier``).
+
 The per-second slowdown divides every node's Lustre rates in
 :func:`~hpcguard.simulators.telemetry.simulate_telemetry` (``io_slowdown=``) and
 stretches the probe runtimes (IO fraction 0.9) as in
@@ -30,6 +38,7 @@ Example
 """
 from __future__ import annotations
 
+import csv
 import math
 import os
 
@@ -37,7 +46,7 @@ import numpy as np
 
 from hpcguard.models.canario.detector import LateLabeler
 from hpcguard.models.canario.probes import PROBE_TYPES
-from hpcguard.simulators.pfs import simulate_pfs, write_episodes_csv, write_probes_csv
+from hpcguard.simulators.pfs import scripts_for_jobs, simulate_pfs, write_episodes_csv, write_probes_csv
 
 PEAK_SLOWDOWN = 3.0          # severe (seed 004 Fig. 4.2 spikes reach 2–4×)
 PROBE_HEAD_S = 60.0          # the probes' first runs all start within this
@@ -105,3 +114,51 @@ def pfs_scenario(out_dir: str, start: float, hours: float, seed: int, nodes: int
     summary = {"episodes": [{k: ep[k] for k in ("start", "end", "peak_slowdown")} for ep in trace.episodes],
                "probes": int(probes["start"].size), "expected_detectable": detectable}
     return {"io_slowdown": trace.slowdown, "env": env, "summary": summary}
+
+
+def write_job_scripts(out_dir: str, seed: int) -> dict:
+    """Write ``jobscripts/<job_id>.sh`` (and ``jobscripts/sensitivity.csv``) for the jobs of ``slurm/sacct.txt``.
+
+    Each job gets a template of :func:`~hpcguard.simulators.pfs.scripts_for_jobs`
+    (application and its ground-truth IO sensitivity) rendered for its own nodes, time
+    limit, user and name.  Returns ``{"jobs": n, "io_sensitive": k}``.
+    """
+    from hpcguard.connectors.errors import Rejected
+    from hpcguard.connectors.sacct import read_sacct
+
+    sacct = os.path.join(out_dir, "slurm", "sacct.txt")
+    if not os.path.isfile(sacct):
+        raise FileNotFoundError(f"{sacct} not found: simulate the telemetry first")
+    jobs = [r for r in read_sacct(sacct) if not isinstance(r, Rejected)]
+    made = scripts_for_jobs(np.random.default_rng(seed), jobs)
+    script_dir = os.path.join(out_dir, "jobscripts")
+    os.makedirs(script_dir, exist_ok=True)
+    with open(os.path.join(script_dir, "sensitivity.csv"), "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["job_id", "app", "io_sensitive"])
+        for job, m in zip(jobs, made):
+            with open(os.path.join(script_dir, f"{job['job_id']}.sh"), "w") as sh:
+                sh.write(m["script"])
+            w.writerow([job["job_id"], m["app"], int(m["io_sensitive"])])
+    return {"jobs": len(jobs), "io_sensitive": sum(int(m["io_sensitive"]) for m in made)}
+
+
+def train_job_classifier(path: str, seed: int, hours: float = 6.0, jobs_per_hour: float = 100.0) -> dict:
+    """Pre-train PRIONN on a separate simulated PFS history (seed ``seed``) and save it to ``path``.
+
+    Trains on the last 500 jobs (§4.4's training set) of ``hours`` of
+    :func:`~hpcguard.simulators.pfs.simulate_pfs`; one torch thread.
+    Returns ``{"path", "jobs", "io_sensitive", "seed"}``.
+    """
+    from hpcguard.connectors.canario_io import save_job_classifier
+    from hpcguard.models.canario.prionn import JobSensitivityClassifier
+
+    trace = simulate_pfs(np.random.default_rng(seed), 0.0, hours * 3600.0, n_nodes=32, jobs_per_hour=jobs_per_hour)
+    ids = trace.jobs["job_id"]
+    if ids.size == 0:
+        raise ValueError("the training history has no jobs: raise hours or jobs_per_hour")
+    clf = JobSensitivityClassifier(seed=seed, n_threads=1)
+    clf.learn_many([trace.scripts[j] for j in ids], trace.jobs["io_sensitive"])
+    save_job_classifier(clf, path)
+    n = min(int(ids.size), clf.train_size)
+    return {"path": path, "jobs": n, "io_sensitive": int(trace.jobs["io_sensitive"][-n:].sum()), "seed": seed}

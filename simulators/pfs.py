@@ -291,6 +291,33 @@ def _templates(rng: np.random.Generator, n: int, first_id: int = 0) -> list[dict
     return out
 
 
+def scripts_for_jobs(rng: np.random.Generator, jobs: Sequence[dict], n_templates: int = 200,
+                     new_template_prob: float = 0.1) -> list[dict]:
+    """A template (application, IO sensitivity) and a batch script for each job of another simulator.
+
+    Templates are drawn as in :func:`simulate_pfs` (Zipf-like popularity, sometimes a
+    new one); the script is written for the job's own ``num_nodes``, ``time_limit_s``,
+    ``user`` and ``name`` so that it agrees with the job's accounting record.
+
+    >>> out = scripts_for_jobs(np.random.default_rng(0), [{"num_nodes": 2, "time_limit_s": 3600.0, "name": "x"}])
+    >>> sorted(out[0]), "#SBATCH --nodes=2" in out[0]["script"]
+    (['app', 'io_sensitive', 'script'], True)
+    """
+    templates = _templates(rng, n_templates)
+    weights = 1.0 / np.arange(1, len(templates) + 1) ** 0.8
+    out = []
+    for job in jobs:
+        if rng.random() < new_template_prob:
+            t = _templates(rng, 1, len(templates))[0]
+        else:
+            t = templates[rng.choice(len(weights), p=weights / weights.sum())]
+        limit = float(job.get("time_limit_s") or min(t["base_runtime_s"] * 3, 24 * 3600))
+        script = job_script(rng, t["app"], str(job.get("user") or t["user"]), str(job.get("name") or t["name"]),
+                            int(job.get("num_nodes") or t["num_nodes"]), limit)
+        out.append({"app": t["app"], "io_sensitive": bool(t["io_sensitive"]), "script": script})
+    return out
+
+
 # --------------------------------------------------------------------------- main entry
 def simulate_pfs(rng: np.random.Generator, start: float, end: float, jobs: Optional[Sequence[dict]] = None, *,
                  n_nodes: int = 128, jobs_per_hour: float = 30.0, n_templates: int = 200,

@@ -185,6 +185,11 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         pfs = pfs_scenario(str(data_dir), start=DEFAULT_START, hours=cfg.hours, seed=cfg.seed, nodes=cfg.nodes)
         sim = simulate_telemetry(str(data_dir), nodes=cfg.nodes, hours=cfg.hours, seed=cfg.seed,
                                  io_slowdown=pfs["io_slowdown"])
+        from hpcguard.simulators.demo_scenario import train_job_classifier, write_job_scripts
+        write_job_scripts(str(data_dir), seed=cfg.seed)  # batch scripts ride on the jobs' submit events
+        _say(cfg, f"training the PRIONN job classifier on a separate PFS history (seed {cfg.seed + 2000})")
+        clf = train_job_classifier(str(workdir / "job_classifier.pt"), seed=cfg.seed + 2000)
+        pfs["env"]["HPCGUARD_WORKER__JOB_CLASSIFIER"] = clf["path"]
         # --- end PFS scenario ---
 
         model_dir = cfg.model
@@ -311,6 +316,7 @@ def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_d
                      "lead_minutes": lead,
                      "lead_minutes_median": float(np.median(lead)) if lead else None},
         "actions": dict(Counter(a["kind"] for a, _ in actions)),
+        "actions_by_source": dict(Counter(f"{a['source']}:{a['kind']}" for a, _ in actions)),
         "acks": dict(Counter(a["status"] for a, _ in acks)),
         "throughput_msgs_per_s": round(replayed / elapsed, 1) if elapsed > 0 else None,
         "latency_ms": _percentiles(latencies_ms),

@@ -59,3 +59,33 @@ def test_retrains_after_every_n_completions_on_most_recent_jobs():
     retrained = [clf.learn_one(s, bool(v)) for s, v in zip(scripts, y)]
     assert [i + 1 for i, r in enumerate(retrained) if r] == [10, 20, 30]
     assert clf.n_trainings == 3 and len(clf._buffer) == 12
+
+
+def test_save_and_load_round_trip_keeps_predictions_and_training_state(tmp_path):
+    from hpcguard.connectors.canario_io import load_job_classifier, save_job_classifier
+
+    rng = np.random.default_rng(2)
+    train, y = _scripts(rng, 24)
+    test, _ = _scripts(rng, 10)
+    clf = JobSensitivityClassifier(train_size=20, retrain_every=5, min_train=10, epochs=2, warm_epochs=1, seed=3)
+    clf.learn_many(train, y)
+    path = save_job_classifier(clf, str(tmp_path / "m" / "job_classifier.pt"))
+    twin = load_job_classifier(path)
+    np.testing.assert_allclose(twin.predict_many(test), clf.predict_many(test), rtol=1e-6)
+    assert (twin.train_size, twin.retrain_every, twin.n_trainings) == (20, 5, 1)
+    assert len(twin._buffer) == 20 and twin._buffer[-1][1] == int(y[-1])
+    # online learning goes on from the restored state: the 5th new completion retrains
+    more, ym = _scripts(rng, 5)
+    assert [twin.learn_one(s, bool(v)) for s, v in zip(more, ym)] == [False] * 4 + [True]
+    assert twin.n_trainings == 2
+
+
+def test_loading_something_else_fails_clearly(tmp_path):
+    from hpcguard.connectors.canario_io import load_job_classifier
+
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="bad.pt"):
+        load_job_classifier(str(bad))
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
+        load_job_classifier(str(tmp_path / "missing.pt"))

@@ -169,6 +169,53 @@ class JobSensitivityClassifier:
         self.n_trainings += 1
         self._since_train = 0
 
+    _PARAMS = ("train_size", "retrain_every", "min_train", "epochs", "warm_epochs", "batch_size", "lr")
+
+    def to_bytes(self) -> bytes:
+        """The classifier's whole state (settings, CNN and optimiser weights, training buffer) as bytes.
+
+        Serialised with ``torch.save`` as tensors and plain values only, so :meth:`from_bytes`
+        loads it with ``weights_only=True`` (no arbitrary pickles).
+
+        >>> clf = JobSensitivityClassifier(min_train=2, epochs=1)
+        >>> clf.learn_many(["srun ./xhpl", "lfs setstripe /p/lustre1"], [False, True])
+        >>> twin = JobSensitivityClassifier.from_bytes(clf.to_bytes())
+        >>> twin.trained, round(twin.predict_one("srun ./xhpl"), 6) == round(clf.predict_one("srun ./xhpl"), 6)
+        (True, True)
+        """
+        import io
+
+        import torch
+
+        codes = [c for c, _ in self._buffer]
+        state = {"params": {k: getattr(self, k) for k in self._PARAMS}, "n_trainings": self.n_trainings,
+                 "since_train": self._since_train, "net": self._net.state_dict(), "optimizer": self._opt.state_dict(),
+                 "buffer_codes": torch.as_tensor(np.stack(codes) if codes else np.empty((0, ROWS, COLS), np.uint8)),
+                 "buffer_labels": torch.as_tensor([lab for _, lab in self._buffer], dtype=torch.long)}
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, seed: int = 0, n_threads: int = 1) -> "JobSensitivityClassifier":
+        """A classifier restored from :meth:`to_bytes`; ValueError when ``data`` is not one."""
+        import io
+
+        import torch
+
+        try:
+            state = torch.load(io.BytesIO(data), weights_only=True)
+            clf = cls(**state["params"], seed=seed, n_threads=n_threads)
+            clf._net.load_state_dict(state["net"])
+            clf._opt.load_state_dict(state["optimizer"])
+        except Exception as exc:  # torch raises many kinds for foreign or truncated bytes
+            raise ValueError(f"not a saved JobSensitivityClassifier: {exc}") from None
+        clf.n_trainings = int(state["n_trainings"])
+        clf._since_train = int(state["since_train"])
+        codes = state["buffer_codes"].numpy().astype(np.uint8)
+        clf._buffer.extend(zip(codes, state["buffer_labels"].tolist()))
+        return clf
+
     def predict_many(self, scripts: Sequence[str]) -> np.ndarray:
         """Probability that each job is IO-sensitive (0.5 before any training)."""
         import torch
