@@ -250,8 +250,19 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
         raise ValueError("speed must be positive (or None for maximum speed)")
     planned = plan(paths, fmt)
     ensure_topics(kafka, _topics_for(planned, topics), topics.partitions, topics.replication)
+    # retries with one request in flight: a transient broker error neither loses nor reorders records
     producer = KafkaProducer(**kafka_python_config(kafka), linger_ms=20, batch_size=256 * 1024,
-                             max_request_size=4 * 1024 * 1024, acks=1)
+                             max_request_size=4 * 1024 * 1024, acks=1, retries=10,
+                             max_in_flight_requests_per_connection=1)
+    undelivered: dict[str, int] = {}
+    last_error: list[str] = []
+
+    def on_error(topic: str):
+        def errback(exc: Exception) -> None:
+            undelivered[topic] = undelivered.get(topic, 0) + 1
+            last_error[:] = [f"{type(exc).__name__}: {exc}"]
+        return errback
+
     dlq = topics.name("dlq")
     published: dict[str, int] = {}
     errors: dict[str, int] = {}
@@ -263,7 +274,8 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
             if isinstance(item, Rejected):
                 errors[item.kind] = errors.get(item.kind, 0) + 1
                 letter = item.dead_letter(_time.time())
-                producer.send(dlq, key=item.source.encode(), value=json.dumps(letter).encode())
+                producer.send(dlq, key=item.source.encode(), value=json.dumps(letter).encode()).add_errback(
+                    on_error(dlq))
                 published[dlq] = published.get(dlq, 0) + 1
                 continue
             if speed is not None:
@@ -271,7 +283,8 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
                 ahead = pace_delay(item.time, t_first, speed, _time.monotonic() - wall0)
                 if ahead > 0:
                     _time.sleep(ahead)
-            producer.send(item.topic, key=item.key.encode(), value=json.dumps(item.value).encode())
+            producer.send(item.topic, key=item.key.encode(), value=json.dumps(item.value).encode()).add_errback(
+                on_error(item.topic))
             published[item.topic] = published.get(item.topic, 0) + 1
             if bar is not None and sum(published.values()) % 2000 == 0:
                 bar[0].update(bar[1], completed=sum(published.values()))
@@ -282,8 +295,11 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
             bar[0].update(bar[1], completed=sum(published.values()))
             bar[0].stop()
     elapsed = _time.monotonic() - wall0
+    for topic, n in undelivered.items():  # report what the broker refused, never count it as sent
+        published[topic] -= n
     total = sum(published.values())
-    return {"published": published, "errors": errors, "files": len(planned), "messages": total,
+    return {"published": published, "undelivered": undelivered, "last_delivery_error": "".join(last_error),
+            "errors": errors, "files": len(planned), "messages": total,
             "elapsed_s": round(elapsed, 3), "messages_per_s": round(total / elapsed, 1) if elapsed > 0 else None}
 
 

@@ -78,44 +78,6 @@ def _failure_arrays(failures: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- broker helpers -------------------------------------------------------------------
-def _end_offsets(k: KafkaSettings, topics: list[str]) -> dict[str, int]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    from hpcguard.connectors.kafka import kafka_python_config
-
-    c = KafkaConsumer(**kafka_python_config(k))
-    try:
-        out: dict[str, int] = {}
-        for tp in topics:
-            parts = c.partitions_for_topic(tp) or set()
-            tps = [TopicPartition(tp, p) for p in parts]
-            out[tp] = int(sum(c.end_offsets(tps).values())) if tps else 0
-        return out
-    finally:
-        c.close()
-
-
-def _group_lag(k: KafkaSettings, group: str, topics: list[str]) -> int:
-    """Records on ``topics`` not yet committed by consumer group ``group``."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    from hpcguard.connectors.kafka import kafka_python_config
-
-    c = KafkaConsumer(**kafka_python_config(k), group_id=group, enable_auto_commit=False)
-    try:
-        lag = 0
-        for topic in topics:
-            tps = [TopicPartition(topic, p) for p in (c.partitions_for_topic(topic) or ())]
-            if not tps:
-                continue
-            ends = c.end_offsets(tps)
-            for tp in tps:  # offset fetch only: this consumer never joins the group
-                lag += max(ends[tp] - (c.committed(tp) or 0), 0)
-        return lag
-    finally:
-        c.close()
-
-
 def _first_timestamp(k: KafkaSettings, topics: list[str]) -> float | None:
     """Broker time (s) of the earliest record on ``topics``."""
     from kafka import KafkaConsumer, TopicPartition
@@ -183,8 +145,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         from hpcguard.simulators.demo_scenario import pfs_scenario
         from hpcguard.simulators.telemetry import DEFAULT_START
         pfs = pfs_scenario(str(data_dir), start=DEFAULT_START, hours=cfg.hours, seed=cfg.seed, nodes=cfg.nodes)
-        sim = simulate_telemetry(str(data_dir), nodes=cfg.nodes, hours=cfg.hours, seed=cfg.seed,
-                                 io_slowdown=pfs["io_slowdown"])
+        simulate_telemetry(str(data_dir), nodes=cfg.nodes, hours=cfg.hours, seed=cfg.seed,
+                           io_slowdown=pfs["io_slowdown"])
         from hpcguard.simulators.demo_scenario import train_job_classifier, write_job_scripts
         write_job_scripts(str(data_dir), seed=cfg.seed)  # batch scripts ride on the jobs' submit events
         _say(cfg, f"training the PRIONN job classifier on a separate PFS history (seed {cfg.seed + 2000})")
@@ -208,8 +170,10 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", bootstrap, "--model", model_dir,
                 "--app-id", settings.worker.app_id, "--data-dir", settings.worker.data_dir,
                 "--audit-log", settings.adapter.audit_log, "--adapter", "dry-run"]
-        if cfg.metrics_port:
-            argv += ["--metrics-port", str(cfg.metrics_port)]
+        from hpcguard.connectors.broker import free_port
+
+        metrics_port = cfg.metrics_port or free_port()  # the demo follows the worker through its counters
+        argv += ["--metrics-port", str(metrics_port)]
         if cfg.influx:
             env["HPCGUARD_INFLUX__URL"] = cfg.influx
             env["HPCGUARD_INFLUX__VERSION"] = str(cfg.influx_version)
@@ -224,11 +188,11 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
             if isinstance(report.get("published", report.get("records")), dict) else int(report.get("total", 0))
         _say(cfg, f"replayed {replayed} records in {time.time() - started:.1f} s; waiting for the pipeline "
                   "to drain")
-        drained_at = _wait_for_drain(k, settings.worker.app_id, topics, worker, cfg)
+        drained_at, counters = _wait_for_drain(metrics_port, topics, report["published"], worker, cfg)
         # throughput counts from the worker's first output, so its start-up is not charged to the pipeline
         first_out = _first_timestamp(k, [topics.samples_io, topics.samples_os, topics.samples_ipmi])
         elapsed = drained_at - max(started, first_out or started)
-        return build_summary(k, topics, data_dir, broker_desc, cfg, sim, report, replayed, elapsed)
+        return build_summary(k, topics, data_dir, broker_desc, cfg, counters, replayed, elapsed)
     finally:
         if worker is not None and worker.poll() is None:
             os.killpg(worker.pid, signal.SIGTERM)
@@ -256,37 +220,65 @@ def train_model(history_dir: str, model_dir: str, seed: int, detector: str = "ba
     return json.loads(done.stdout)
 
 
-def _wait_for_drain(k: KafkaSettings, group: str, topics: TopicNames, worker: subprocess.Popen,
-                    cfg: DemoConfig) -> float:
-    """Wait until the worker has committed every input and the outputs stopped growing."""
-    inputs = [*topics.ldms, topics.raw_ipmi, topics.raw_slurm, topics.samples_ipmi, topics.samples_os,
-              topics.samples_io, topics.jobs, topics.node_jobs, topics.predictions, topics.actions,
-              topics.probes]  # PFS scenario: probe runs
-    outputs = [topics.predictions, topics.actions, topics.acks, topics.dlq, topics.io_degradation]
+def scrape_counters(port: int) -> dict[str, dict[str, float]]:
+    """``records_in``/``records_out`` per topic from a worker's ``/metrics``."""
+    import requests
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    out: dict[str, dict[str, float]] = {"in": {}, "out": {}}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in ("hpcguard_records_in_total", "hpcguard_records_out_total"):
+                out["in" if "_in_" in sample.name else "out"][sample.labels["topic"]] = sample.value
+    return out
+
+
+def drained(counters: dict[str, dict[str, float]], topics: TopicNames, published: dict[str, int]) -> bool:
+    """Every replayed record was consumed and every hop consumed what the previous one produced.
+
+    The worker's own counters are the ground truth here: a broker's reported end offsets
+    may lag its log (tansu's do), so offsets are not used to decide.
+    """
+    rin, rout = counters["in"], counters["out"]
+    raw_done = all(rin.get(t, 0) >= n for t, n in published.items() if t != topics.dlq)
+    hops = [(rin.get("samples", 0), rout.get(topics.samples_ipmi, 0) + rout.get(topics.samples_os, 0)),
+            *((rin.get(t, 0), rout.get(t, 0)) for t in (topics.samples_io, topics.jobs, topics.predictions,
+                                                        topics.actions))]
+    return raw_done and all(consumed >= produced for consumed, produced in hops)
+
+
+def _wait_for_drain(metrics_port: int, topics: TopicNames, published: dict[str, int], worker: subprocess.Popen,
+                    cfg: DemoConfig) -> tuple[float, dict[str, dict[str, float]]]:
+    """Wait until the worker has consumed everything and its outputs stopped changing."""
+    import requests
+
     deadline = time.monotonic() + cfg.timeout_s
-    last_out: dict[str, int] | None = None
+    last: dict[str, dict[str, float]] | None = None
     last_change = time.time()
-    stable = 0
     while time.monotonic() < deadline:
         if worker.poll() is not None:
             raise RuntimeError(f"the worker exited with status {worker.returncode}; see its log in the workdir")
-        time.sleep(2.0)
-        out = _end_offsets(k, outputs)
-        if out != last_out:
-            last_out, last_change, stable = out, time.time(), 0
+        time.sleep(1.0)
+        try:
+            counters = scrape_counters(metrics_port)
+        except requests.RequestException:
+            continue  # the worker is still starting
+        if counters != last:
+            last, last_change = counters, time.time()
             continue
-        stable += 1
-        if stable >= 2 and _group_lag(k, group, inputs) == 0:
-            return last_change
+        if drained(counters, topics, published):
+            return last_change, counters
     raise RuntimeError(f"the pipeline did not drain within {cfg.timeout_s:.0f} s")
 
 
 def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_desc: str, cfg: DemoConfig,
-                  sim: dict, report: dict, replayed: int, elapsed: float) -> dict[str, Any]:
+                  counters: dict[str, dict[str, float]], replayed: int, elapsed: float) -> dict[str, Any]:
     from hpcguard.connectors.recorded import load_failures
     from hpcguard.models.warning_eval import score_warnings
 
-    counts = _end_offsets(k, [topics.samples_ipmi, topics.samples_os, topics.samples_io, topics.jobs])
+    counts = {t: int(counters["out"].get(t, 0)) for t in (topics.samples_ipmi, topics.samples_os, topics.samples_io,
+                                                           topics.jobs)}
     predictions = read_topic(k, topics.predictions)
     actions = read_topic(k, topics.actions)
     acks = read_topic(k, topics.acks)
