@@ -139,6 +139,14 @@ def create_app(pipeline: Pipeline) -> faust.App:
                               f"not a valid {record_cls.__name__}: {exc}", raw, offset=offset(stream))
             return None
 
+    async def emit_action(a: dict, trigger: str, fallback_key: str, trigger_time: float | None = None) -> None:
+        """Publish a policy's action dict; its id is derived from what triggered it (replays repeat it)."""
+        action = Action(action_id=action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger), kind=a["kind"],
+                        source=a["source"], reason=a.get("reason", {}), time=time.time(), job_id=a.get("job_id"),
+                        nodes=list(a.get("nodes", [])), deadline=a.get("deadline"), trigger_time=trigger_time)
+        metrics.ACTIONS.labels(action.kind, action.source).inc()
+        await publish(actions, action.job_id or fallback_key, action)
+
     def ingest_time(stream: faust.StreamT) -> float | None:
         ev = stream.current_event
         if ev is None or ev.message.timestamp is None:
@@ -304,13 +312,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
                 features=features, degraded=bool(state["degraded"]), probability=float(state["probability"]),
                 model=str(state.get("model", "knn"))))
             for a in canario.decide(window_end):
-                trigger = f"canario@{w.system}@{window_end:.0f}"
-                action = Action(action_id=action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger),
-                                kind=a["kind"], source="canario", reason=a.get("reason", {}), time=time.time(),
-                                job_id=a.get("job_id"), nodes=list(a.get("nodes", [])), deadline=a.get("deadline"),
-                                trigger_time=None)
-                metrics.ACTIONS.labels(action.kind, action.source).inc()
-                await publish(actions, action.job_id or w.system, action)
+                await emit_action({**a, "source": "canario"}, f"canario@{w.system}@{window_end:.0f}", w.system)
 
         @app.agent(topic(t.probes), name="probes")
         async def probes(stream: faust.StreamT) -> None:
@@ -401,14 +403,9 @@ def create_app(pipeline: Pipeline) -> faust.App:
                                       offset=offset(stream))
                     continue
                 for a in decided:
-                    trigger = f"{p.model}@{p.node}@{p.sample_time:.0f}"
-                    aid = action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger)
-                    deadline = a.get("deadline") or (p.sample_time + 60 * p.lead_minutes)
-                    action = Action(action_id=aid, kind=a["kind"], source=a.get("source", p.model),
-                                    reason=a.get("reason", {}), time=time.time(), job_id=a.get("job_id"),
-                                    nodes=list(a.get("nodes", [])), deadline=deadline, trigger_time=p.ingest_time)
-                    metrics.ACTIONS.labels(action.kind, action.source).inc()
-                    await publish(actions, action.job_id or p.node, action)
+                    a = {"source": p.model, "deadline": p.sample_time + 60 * p.lead_minutes,
+                         **{k: v for k, v in a.items() if v is not None or k == "job_id"}}
+                    await emit_action(a, f"{p.model}@{p.node}@{p.sample_time:.0f}", p.node, p.ingest_time)
 
     # -- scheduler adapter ------------------------------------------------------------
     if "adapter" in pipeline.roles and pipeline.adapter is not None:
