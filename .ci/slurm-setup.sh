@@ -11,21 +11,5 @@ if [ ${#need[@]} -eq 0 ]; then
     echo "slurm-setup: slurm and munge already installed ($(dpkg-query -W -f='${Package} ${Version} ' slurm-wlm munge 2>/dev/null || true))"
     exit 0
 fi
-if [ "$(id -u)" -ne 0 ]; then
-    echo "slurm-setup: missing ${need[*]} and not root: cannot apt-get install slurm-wlm munge" >&2
-    exit 1
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-# policy-rc.d keeps the packages' post-install scripts from starting system daemons;
-# the test fixture runs its own munged/slurmctld/slurmd with a per-run configuration.
-rc_policy=/usr/sbin/policy-rc.d
-created_policy=0
-if [ ! -e "$rc_policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' > "$rc_policy"
-    chmod +x "$rc_policy"
-    created_policy=1
-fi
-trap '[ "$created_policy" = 1 ] && rm -f "$rc_policy"' EXIT
-apt-get install -y -q --no-install-recommends slurm-wlm munge
+bash "$(dirname "$0")/apt-install.sh" slurm-wlm munge
 echo "slurm-setup: installed $(dpkg-query -W -f='${Package} ${Version} ' slurm-wlm munge)"

@@ -72,7 +72,7 @@ def ensure_topics(k: KafkaSettings, names: Iterable[str], partitions: int = 1, r
 def wait_for_broker(k: KafkaSettings, timeout_s: float = 30.0) -> None:
     """Block until the cluster answers a metadata request."""
     from kafka import KafkaConsumer
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaConfigurationError, KafkaError
 
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
@@ -82,9 +82,9 @@ def wait_for_broker(k: KafkaSettings, timeout_s: float = 30.0) -> None:
             c.topics()
             c.close()
             return
+        except KafkaConfigurationError:
+            raise  # a wrong option is not going to heal by waiting
         except (KafkaError, OSError) as exc:
-            if "Unrecognized configs" in str(exc):
-                raise
             last = exc
             time.sleep(0.2)
     raise ConnectionError(f"Kafka at {k.bootstrap} did not answer within {timeout_s}s: {last}")

@@ -372,7 +372,11 @@ def create_app(pipeline: Pipeline) -> faust.App:
 
     # -- decide: node warnings → actions ---------------------------------------------
     if "decide" in pipeline.roles:
-        policy = pipeline.policy or default_policy
+        if pipeline.policy is None:
+            from hpcguard.streams.decisions import policy_for
+
+            pipeline.policy = policy_for(s)
+        policy = pipeline.policy
         quiet_s = 60.0 * s.policy.quiet_minutes
 
         @app.agent(topic(t.predictions), name="decide")
@@ -457,15 +461,3 @@ def create_app(pipeline: Pipeline) -> faust.App:
 
     app.pipeline = pipeline  # type: ignore[attr-defined]
     return app
-
-
-def default_policy(prediction: dict, job: dict | None, spare_nodes: int, predictor: Any) -> list[dict]:
-    """Placeholder until models.policy.decide is wired."""
-    node = prediction["node"]
-    reason = {"branch": "warned-node", "model": prediction["model"], "lead_minutes": prediction["lead_minutes"],
-              "failure_probability": prediction["failure_probability"], "detail": prediction.get("detail", {})}
-    out = [{"kind": "drain", "nodes": [node], "source": "policy", "reason": reason}]
-    if job:
-        out.insert(0, {"kind": "checkpoint", "job_id": job["job_id"], "nodes": job["nodes"], "source": "policy",
-                       "reason": {**reason, "job_nodes": len(job["nodes"])}})
-    return out

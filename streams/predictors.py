@@ -58,23 +58,18 @@ class EnsemblePredictor:
         self.name = "failure-ensemble"
         self.version = version
         self.metadata = metadata
-        self.fpr = (metadata.get("metrics") or {}).get("lstm", {}).get("fpr") if isinstance(
-            metadata.get("metrics"), dict) else None
+        self.fpr = metadata.get("metrics", {}).get("lstm", {}).get("fpr")  # measured at training (UC in reasons)
 
     def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
         started = time.perf_counter()
         features = window_features(windows)
-        result = self.ensemble.predict_batch(features)
+        out = self.ensemble.predict_batch(features)
         metrics.INFERENCE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
-        net_probs, vote_prob, warn = result[0], result[1], result[2]
-        leads = result[3] if len(result) > 3 else None
-        out = []
-        for i in range(len(nodes)):
-            lead = float(leads[i]) if leads is not None else 2.0
-            out.append(Verdict(failure_probability=float(vote_prob[i]), warn=bool(warn[i]), lead_minutes=lead,
-                               network_probabilities=[round(float(p), 6) for p in net_probs[i]],
-                               vote=getattr(self.ensemble, "vote_name", "lstm"), detail={}))
-        return out
+        vote = getattr(self.ensemble, "vote_name", "lstm")
+        return [Verdict(failure_probability=float(out.vote_probability[i]), warn=bool(out.warn[i]),
+                        lead_minutes=float(out.lead_minutes[i]),
+                        network_probabilities=[round(float(p), 6) for p in out.network_probabilities[i]],
+                        vote=vote, detail={}) for i in range(len(nodes))]
 
 
 def load_predictor(model_dir: str | None) -> BaselinePredictor | EnsemblePredictor | None:
@@ -89,9 +84,8 @@ def load_predictor(model_dir: str | None) -> BaselinePredictor | EnsemblePredict
     if (path / "manifest.json").exists() or any(path.glob("*.pt")):
         from hpcguard.connectors.model_store import load_model
 
-        loaded = load_model(str(path))
-        ensemble, metadata = loaded if isinstance(loaded, tuple) else (loaded, {})
-        return EnsemblePredictor(ensemble, str(metadata.get("version", path.name)), metadata)
+        ensemble, manifest = load_model(str(path))
+        return EnsemblePredictor(ensemble, str(ensemble.version), manifest)
     if baseline.exists():
         state = json.loads(baseline.read_text())
         return BaselinePredictor(BaselineDetector.from_state(state), version=state.get("version", path.name))
