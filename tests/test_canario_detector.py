@@ -46,9 +46,38 @@ def test_late_labeler_waits_for_overlapping_probes():
 def test_late_labeler_timeout_without_start_events():
     lab = LateLabeler(timeout_s=300.0)
     lab.add_window(60.0, None)
-    assert lab.ready(200.0) == []
-    (w, _f, r), = lab.ready(360.0)
-    assert w == 60.0 and np.isnan(r)           # no probe ran: unlabelled
+    assert lab.ready(360.0) == []               # the probe stream has not passed the window yet
+    lab.probe_completed("p1", 400.0, 420.0, 1.5)  # a later probe: the probe clock is past 60 + 300
+    (w, _f, r), = lab.ready(420.0)
+    assert w == 60.0 and np.isnan(r)           # no probe ran over it: unlabelled
+    silent = LateLabeler(timeout_s=300.0)
+    silent.add_window(60.0, None)
+    assert silent.ready(900.0) == []
+    assert len(silent.ready(960.0)) == 1        # no probes at all: released after 3 × timeout
+
+
+def test_late_labels_do_not_depend_on_arrival_order():
+    probes = [("a", 30.0, 200.0, 1.2), ("b", 100.0, 500.0, 2.0), ("c", 700.0, 900.0, 1.0)]
+    windows = [60.0 * k for k in range(1, 16)]
+
+    def labels(probes_first):
+        lab, out = LateLabeler(timeout_s=300.0), {}
+        events = ([("p", p) for p in probes] + [("w", w) for w in windows] if probes_first
+                  else [("w", w) for w in windows] + [("p", p) for p in probes])
+        for kind, item in events:
+            if kind == "w":
+                lab.add_window(item, None)
+                now = item
+            else:
+                lab.probe_completed(*item)
+                now = item[2]
+            out.update({w: r for w, _f, r in lab.ready(now)})
+        return out
+
+    first, last = labels(True), labels(False)
+    assert first.keys() == last.keys() and first
+    assert all((np.isnan(first[w]) and np.isnan(last[w])) or first[w] == last[w] for w in first)
+    assert first[120.0] == pytest.approx(1.6) and first[480.0] == pytest.approx(2.0)
 
 
 def _stream(n, seed=0):

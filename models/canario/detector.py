@@ -147,6 +147,7 @@ class LateLabeler:
         # completed probes kept for windows that have not arrived yet: probes and IO come on
         # different topics, and a replay at full speed does not interleave them in time
         self._completed: list[tuple[float, float, float]] = []
+        self._probe_time = -math.inf  # latest probe completion seen: the label stream's own clock
 
     def __len__(self) -> int:
         return len(self._windows)
@@ -170,6 +171,7 @@ class LateLabeler:
         self._running.pop(probe_id, None)
         if not math.isfinite(ratio):
             return
+        self._probe_time = max(self._probe_time, float(end))
         self._completed.append((float(start), float(end), float(ratio)))
         for w_end, slot in self._windows.items():
             if start < w_end and end > w_end - self.window_s:
@@ -182,7 +184,11 @@ class LateLabeler:
         out = []
         for w_end in sorted(self._windows):
             blocked_by_probe = oldest_running < w_end
-            final = now >= w_end + self.timeout_s or (self._tracking and now >= w_end and not blocked_by_probe)
+            # final once the *probe* stream has passed the window by the longest probe run, so the
+            # order in which probes and windows arrive (different topics) does not change labels;
+            # a silent probe stream releases windows after three times that, so none piles up
+            final = (self._probe_time >= w_end + self.timeout_s or now >= w_end + 3 * self.timeout_s
+                     or (self._tracking and now >= w_end and not blocked_by_probe))
             if not final:
                 continue
             feats, s, c = self._windows.pop(w_end)
