@@ -16,7 +16,7 @@ import numpy as np
 from hpcguard.connectors.broker import EmbeddedBroker
 from hpcguard.models.features import window_features
 from hpcguard.settings import KafkaSettings, Settings
-from hpcguard.streams.demo import DemoConfig, run_demo
+from hpcguard.cli.demo import DemoConfig, run_demo
 from hpcguard.streams.topics import TopicNames
 
 

@@ -1,3 +1,3 @@
-from hpcguard.streams.cli import main
+from hpcguard.cli import main
 
 main()

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from hpcguard.connectors.canario_io import read_pfs, read_probes
 from hpcguard.models.canario.probes import probe_ratios
 from hpcguard.simulators.pfs import simulate_pfs, write_pfs
-from hpcguard.streams.cli import app
+from hpcguard.cli import app
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import stat
 
 from typer.testing import CliRunner
 
-from hpcguard.streams.cli import app
+from hpcguard.cli import app
 
 runner = CliRunner()
 

@@ -5,8 +5,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hpcguard.models.metrics import uc_probability
-from hpcguard.streams import cli_failure
-from hpcguard.streams.cli import app
+from hpcguard.cli import failure as cli_failure
+from hpcguard.cli import app
 
 from _failure_data import T0, synthetic_grid
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hpcguard.streams.cli import app
+from hpcguard.cli import app
 
 LANL = Path(__file__).resolve().parents[2] / "shared/data/lanl-failures/LA-UR-05-7318-failure-data-1996-2005.csv.xz"
 runner = CliRunner()

@@ -129,7 +129,7 @@ def test_all_jobs_complete_under_failures():
 def test_cli_simulate_cluster_json():
     from typer.testing import CliRunner
 
-    from hpcguard.streams.cli import app
+    from hpcguard.cli import app
 
     out = CliRunner().invoke(app, ["simulate", "cluster", "--workload", "synthetic", "--nodes", "64", "--jobs", "300",
                                    "--failures", "weibull:shape=0.7,mtbf=200", "--policy", "sul-d",
@@ -147,7 +147,7 @@ def test_cli_simulate_cluster_json():
 def test_cli_evaluate_policies_table_json_and_plot(tmp_path):
     from typer.testing import CliRunner
 
-    from hpcguard.streams.cli import app
+    from hpcguard.cli import app
 
     png = tmp_path / "cmp.png"
     args = ["evaluate", "policies", "--workload", "synthetic", "--nodes", "64", "--jobs", "400", "--failures",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from hpcguard.settings import SECRET_KEYS, Settings
-from hpcguard.streams.cli import app
+from hpcguard.cli import app
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "compose" / "hpcguard.toml"
 runner = CliRunner()

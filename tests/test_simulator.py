@@ -404,7 +404,7 @@ def test_cli_writes_recording_and_rejects_bad_input(tmp_path):
 
     from typer.testing import CliRunner
 
-    from hpcguard.streams.cli import app
+    from hpcguard.cli import app
 
     runner = CliRunner()
     res = runner.invoke(app, ["simulate", "telemetry", "--nodes", "3", "--hours", "0.1", "--seed", "2",

@@ -71,7 +71,7 @@ def test_nasa_ipsc_matches_fars_table2():
 def test_cli_trace_stats_json(tmp_path):
     from typer.testing import CliRunner
 
-    from hpcguard.streams.cli import app
+    from hpcguard.cli import app
 
     path = tmp_path / "t.swf"
     path.write_text(SMALL)

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.streams.cli import app, emit_json, evaluate_app, fail, train_app
+from hpcguard.cli import app, emit_json, evaluate_app, fail, train_app
 
 
 @app.command("uc")
@@ -246,7 +246,7 @@ def evaluate_failure(
 
 
 def _clean(obj):
-    from hpcguard.streams.cli import _jsonable
+    from hpcguard.cli import _jsonable
 
     return _jsonable(obj)
 

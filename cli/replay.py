@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.streams.cli import app, emit_json, fail
+from hpcguard.cli import app, emit_json, fail
 
 
 @app.command("replay")

@@ -1,7 +1,7 @@
 """The ``hpcguard`` command line.
 
 Command groups are defined here; each area registers its commands from its own
-module (``cli_*.py``) so heavy imports (torch, faust) happen only when a command runs.
+module (``cli/<area>.py``) so heavy imports (torch, faust) happen only when a command runs.
 """
 from __future__ import annotations
 
@@ -77,16 +77,16 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
 
 
 # Areas register their commands on the groups above.
-from hpcguard.streams import (  # noqa: E402,F401
-    cli_adapter,
-    cli_canario,
-    cli_cluster,
-    cli_failure,
-    cli_ops,
-    cli_pipeline,
-    cli_policies,
-    cli_replay,
-    cli_simulate,
+from hpcguard.cli import (  # noqa: E402,F401
+    adapter,
+    canario,
+    cluster,
+    failure,
+    ops,
+    pipeline,
+    policies,
+    replay,
+    simulate,
 )
 
 

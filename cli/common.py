@@ -26,7 +26,7 @@ def load_settings(config: Optional[str] = None, bootstrap: Optional[str] = None,
                   ssl_cafile: Optional[str] = None, ssl_certfile: Optional[str] = None,
                   ssl_keyfile: Optional[str] = None, **sections: dict) -> Settings:
     """Settings from file/env with the command line's Kafka options on top."""
-    from hpcguard.streams.cli import fail
+    from hpcguard.cli import fail
 
     try:
         settings = Settings.load(config)

@@ -15,8 +15,8 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.streams.cli import app, emit_json, fail
-from hpcguard.streams.cli_common import CONFIG, load_settings
+from hpcguard.cli import app, emit_json, fail
+from hpcguard.cli.common import CONFIG, load_settings
 
 EXIT_CODES = {"applied": 0, "skipped": 0, "duplicate": 0, "failed": 1, "refused": 3}
 

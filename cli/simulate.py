@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from hpcguard.streams.cli import emit_json, fail, simulate_app
+from hpcguard.cli import emit_json, fail, simulate_app
 
 
 @simulate_app.command("telemetry")

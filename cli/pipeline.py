@@ -9,8 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.streams import cli_common as o
-from hpcguard.streams.cli import app, emit_json, fail, train_app
+from hpcguard.cli import common as o
+from hpcguard.cli import app, emit_json, fail, train_app
 
 
 @app.command()
@@ -79,7 +79,7 @@ def train_baseline(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Learn the baseline detector's per-sensor bounds from healthy windows."""
-    from hpcguard.streams.demo import train_baseline_model
+    from hpcguard.cli.demo import train_baseline_model
 
     for d in data:
         if not d.is_dir():
@@ -118,7 +118,7 @@ def demo(
     detector on a separately seeded history, starts the worker, replays at maximum speed,
     waits for the pipeline to drain, shuts everything down and prints a summary.
     """
-    from hpcguard.streams.demo import DemoConfig, print_summary, run_demo
+    from hpcguard.cli.demo import DemoConfig, print_summary, run_demo
 
     cfg = DemoConfig(nodes=nodes, hours=hours, seed=seed, bootstrap=bootstrap, model=model, detector=detector,
                      workdir=str(workdir) if workdir else None, influx=influx, influx_version=influx_version, metrics_port=metrics_port,
