@@ -5,6 +5,8 @@ Compares, in the same run and on the same batch, (a) ``FailureEnsemble.predict_b
 LSTM vote and the decision) with (b) a plain numpy lower bound of the same arithmetic:
 normalisation, the six networks as one ``(N, 70) @ (70, 6·52)`` matmul + tanh, the
 block-diagonal output layer, and the 6-step, 4-unit LSTM written out in numpy.
+Also times the whole online path per feature set (``predict_windows``: raw node
+histories → features → networks → vote), the worker's cost per node prediction.
 Writes JSON to ``benchmarks/results/bench_inference.json``.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_inference.py [--batch 4096] [--repeat 20]
@@ -89,6 +91,18 @@ def main() -> None:
               "ensemble_predictions_per_s": args.batch / t_ens, "numpy_lower_bound_predictions_per_s": args.batch / t_np,
               "ratio_ensemble_to_lower_bound": (args.batch / t_ens) / (args.batch / t_np),
               "max_abs_difference_vote_probability": err}
+    for name in ("paper", "site"):   # raw history → verdict, as the worker calls it
+        online = FailureEnsemble(ens.nets, ens.voter, ens.medians, ens.mean, ens.std, features=name)
+        hist = rng.normal(50.0, 1.0, size=(args.batch, online.history_steps, 10))
+        hist[rng.random(hist.shape) < 0.01] = np.nan
+        online.predict_windows(hist)
+        times = []
+        for _ in range(max(args.repeat // 4, 3)):
+            t = time.perf_counter()
+            online.predict_windows(hist)
+            times.append(time.perf_counter() - t)
+        result[f"online_{name}_history_steps"] = online.history_steps
+        result[f"online_{name}_predictions_per_s"] = args.batch / min(times)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -16,10 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from hpcguard.models.policy import SiteCosts
 from hpcguard.simulators.cluster import Costs, IoModel, simulate
 from hpcguard.simulators.cluster_metrics import cluster_metrics, relative_gains
 from hpcguard.simulators.failures import FailureTrace, emulate_predictor, renewal_failures
 from hpcguard.simulators.workload import Workload, synthetic_workload
+
+# seed 003 model D figures: live migration and safeguard checkpoint of 60 s each (750 GB at 12.5 GB/s;
+# 750 GB to the burst buffer then the PFS at 25 GB/s each)
+SITE_60S = SiteCosts(node_memory_gb=750.0, migration_gbs=12.5, bb_write_gbs=25.0, pfs_write_gbs=25.0)
 
 
 def fars(shape: float) -> dict:
@@ -65,7 +70,8 @@ def multilevel() -> dict:
     for label, shape, scale_mtbf in (("weibull 0.6885 (Titan shape)", 0.6885, 0.5), ("exponential", 1.0, 0.5)):
         fl = renewal_failures(np.random.default_rng(6), nodes, horizon, mtbf_h=14 * 24 * scale_mtbf, shape=shape)
         pr = emulate_predictor(np.random.default_rng(7), fl, nodes, horizon, 1800.0, 0.7, 0.7, lead_s=300.0)
-        costs = Costs(ckpt_s=900.0, restart_s=900.0, bb_ckpt_s=60.0, bb_restart_s=60.0, migration_s=60.0)
+        costs = Costs(ckpt_s=900.0, restart_s=900.0, bb_ckpt_s=60.0, bb_restart_s=60.0,
+                  site=SITE_60S)
         ft = {}
         for pol in ("young", "multilevel-bb", "multilevel-safeguard", "multilevel"):
             m = cluster_metrics(simulate(wl, nodes, fl, pol, costs=costs, predictions=pr,

@@ -82,6 +82,7 @@ from hpcguard.cli import (  # noqa: E402,F401
     canario,
     cluster,
     failure,
+    online,
     ops,
     pipeline,
     policies,

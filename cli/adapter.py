@@ -1,15 +1,22 @@
-"""CLI commands: scheduler adapters: act (issue 8).
+"""CLI commands: scheduler adapters: act, and the site's action ledger.
 
 ``hpcguard act`` applies one action through the safety governor and prints the ack::
 
     hpcguard act --adapter dry-run '{"action_id": "a1", "kind": "drain", "nodes": ["n1"]}'
     hpcguard act --adapter slurm --slurm-conf /etc/slurm/slurm.conf action.json --json
     echo '{...}' | hpcguard act --adapter command --command drain=/usr/local/sbin/site-drain -
+
+``hpcguard ledger list|resolve`` shows and settles the ledger's rows (settings ``adapter.ledger``)::
+
+    hpcguard ledger list --status unknown
+    hpcguard ledger resolve mig-7f3a --as failed --note "job was requeued by hand"
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -18,7 +25,10 @@ import typer
 from hpcguard.cli import app, emit_json, fail
 from hpcguard.cli.common import CONFIG, load_settings
 
-EXIT_CODES = {"applied": 0, "skipped": 0, "duplicate": 0, "failed": 1, "refused": 3}
+EXIT_CODES = {"applied": 0, "skipped": 0, "duplicate": 0, "failed": 1, "unknown": 1, "refused": 3}
+ledger_app = typer.Typer(help="The site's action ledger (settings adapter.ledger): list outcomes, resolve "
+                              "interrupted or failed actions.", no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
 
 
 def read_action(source: str) -> dict:
@@ -58,8 +68,6 @@ def act(
     adapter: Optional[str] = typer.Option(None, "--adapter", "-a",
                                           help="slurm, dry-run, command or simulator (default: settings adapter.kind)."),
     config: Optional[str] = CONFIG,
-    ledger: Optional[str] = typer.Option(None, "--ledger", help="SQLite ledger for exactly-once "
-                                         "(default: settings adapter.ledger)."),
     audit_log: Optional[str] = typer.Option(None, "--audit-log", help="JSONL audit log of the dry-run adapter."),
     governor_config: Optional[str] = typer.Option(None, "--governor-config",
                                                   help="TOML file with governor limits (keys of GovernorConfig, "
@@ -92,7 +100,9 @@ def act(
 ) -> None:
     """Apply ONE action through the safety governor and print the ack.
 
-    Exit status: 0 applied/skipped/duplicate, 1 failed, 3 refused, 2 usage error.
+    The site's ledger (settings adapter.ledger) records it: an id seen before is answered from it (duplicate).
+
+    Exit status: 0 applied/skipped/duplicate, 1 failed/unknown, 3 refused, 2 usage error.
     """
     from hpcguard.connectors.governor import Governor, GovernorConfig
     from hpcguard.connectors.validation import ValidationError
@@ -124,13 +134,13 @@ def act(
         if kind == "slurm":
             opts = dict(slurm_conf=slurm_conf, checkpoint_signal=checkpoint_signal, signal_scope=signal_scope,
                         migrate_grace_s=migrate_grace_s, migrate_hook=migrate_hook)
-        elif kind == "command":
+        elif kind == "command" and command:  # else: settings adapter.commands
             opts = dict(commands={k: [v] for k, v in _pairs(command, "--command").items()})
         elif kind == "dry-run" and audit_log:
             opts = dict(audit_log=audit_log)
         elif kind == "simulator":
             opts = dict(total_nodes=total_nodes)
-        governor = Governor.from_settings(settings, kind=kind, config=cfg, ledger_path=ledger, **opts)
+        governor = Governor.from_settings(settings, kind=kind, config=cfg, **opts)
     except (ValueError, ValidationError, OSError) as err:
         fail(str(err))
         return
@@ -145,3 +155,90 @@ def act(
         if ack.output:
             typer.echo(ack.output)
     raise typer.Exit(EXIT_CODES.get(ack.status, 1))
+
+
+def _open_ledger(config: Optional[str]):
+    from hpcguard.connectors.governor import Ledger
+
+    path = load_settings(config).adapter.ledger
+    if not os.path.isabs(path):
+        fail(f"adapter.ledger must be an absolute path, got {path!r}")
+    if not os.path.exists(path):
+        fail(f"no ledger at {path} (settings adapter.ledger; set it with --config or HPCGUARD_ADAPTER__LEDGER)")
+    return Ledger(path)
+
+
+def _when(t: Optional[float]) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) if t else "-"
+
+
+@ledger_app.command("list")
+def ledger_list(
+    status: Optional[str] = typer.Option(None, "--status", help="Only rows in this state: executing, applied, "
+                                         "skipped, refused, failed, unknown or retry."),
+    limit: int = typer.Option(200, "--limit", help="Most rows to show, newest claim first."),
+    config: Optional[str] = CONFIG,
+    json_out: bool = typer.Option(False, "--json", help="Print the rows (with the stored actions) as JSON."),
+) -> None:
+    """List the ledger's actions and their outcomes, newest first.
+
+    'executing' rows are in flight or were interrupted (the worker reconciles them at start).
+
+    'unknown' rows need an operator: check the scheduler, then 'hpcguard ledger resolve'.
+    """
+    from hpcguard.connectors.governor import LEDGER_STATES
+
+    if status is not None and status not in LEDGER_STATES:
+        fail(f"unknown status {status!r}; choose from {', '.join(LEDGER_STATES)}")
+    ledger = _open_ledger(config)
+    try:
+        rows = ledger.rows(status, limit)
+    finally:
+        ledger.close()
+    if json_out:
+        emit_json({"ledger": ledger.path, "rows": rows})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("action_id", "status", "kind", "job", "nodes", "attempts", "claimed (UTC)", "finished (UTC)",
+                  "detail", title=f"{ledger.path}: {len(rows)} row(s)")
+    for r in rows:
+        table.add_row(r["action_id"], r["status"], r["kind"], r["job_id"] or "-", ",".join(r["nodes"]) or "-",
+                      str(r["attempts"]), _when(r["claimed"]), _when(r["finished"]), r["detail"][:120])
+    Console(width=200).print(table)
+
+
+@ledger_app.command("resolve")
+def ledger_resolve(
+    action_id: str = typer.Argument(..., metavar="ACTION_ID", help="The action to settle."),
+    as_: str = typer.Option(..., "--as", help="applied or failed (what the scheduler shows happened to an "
+                            "executing/unknown action), or retry (run it again on its next delivery)."),
+    note: str = typer.Option("", "--note", help="Why (kept in the row's detail)."),
+    config: Optional[str] = CONFIG,
+    json_out: bool = typer.Option(False, "--json", help="Print the updated row as JSON."),
+) -> None:
+    """Record an operator's finding for one action.
+
+    executing/unknown → applied, failed or retry; failed/refused/skipped → retry.
+
+    An applied action is final: a new decision needs a new action id.
+
+    'retry' lets the next delivery of the same action id (a replay, or 'hpcguard act') run it again.
+    """
+    from hpcguard.connectors.governor import LedgerError
+
+    if as_ not in ("applied", "failed", "retry"):
+        fail(f"--as must be applied, failed or retry, got {as_!r}")
+    ledger = _open_ledger(config)
+    try:
+        row = ledger.resolve(action_id, as_, time.time(), note=note[:200])
+    except LedgerError as err:
+        fail(str(err))
+        return
+    finally:
+        ledger.close()
+    if json_out:
+        emit_json(row)
+    else:
+        typer.echo(f"{row['action_id']}: {row['status']} ({row['kind']}): {row['detail'][:200]}")

@@ -2,7 +2,7 @@
 
 ``hpcguard simulate cluster``   one policy on a workload with failures → FARS metrics
 ``hpcguard evaluate policies``  several policies on the same workload and failures → table, gains, PNG
-``hpcguard trace stats``        jobs, nodes, span, utilization, p_idle_2pct of an SWF trace (FARS Tab. 2)
+``hpcguard trace stats``        jobs, nodes, span, offered load; utilization and p_idle_2pct of a recorded schedule
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from hpcguard.cli import emit_json, evaluate_app, fail, simulate_app, trace_app
 
 WORKLOAD_HELP = "SWF trace file (plain or .gz) or 'synthetic' (FARS §5.2.1 exponential workload)."
 FAILURES_HELP = ("lanl:FILE:SYSTEM (real LANL failure records, repair times from the records), "
-                 "weibull:shape=S,mtbf=H[,mttr=H] or exponential:mtbf=H[,mttr=H] (per-node MTBF in hours), or none.")
+                 "weibull:shape=S,mtbf=24h[,mttr=45m] or exponential:mtbf=14d[,mttr=45m] (per-node MTBF and mean "
+                 "repair time as durations: s, m, h, d; a plain number is hours), or none.")
 PREDICTOR_HELP = "Emulated predictor (FARS §5.1): precision=P,recall=R,lead=5m."
 DEFAULT_POLICIES = "fcfs,sul-d,jfr-d,fsd-d,daly,aware,multilevel-bb,multilevel-safeguard,multilevel"
 
@@ -72,17 +73,23 @@ def _scenario(workload: str, nodes: Optional[int], failures: str, predictor: Opt
 
 _COST_KEYS = {"ckpt": "ckpt_s", "restart": "restart_s", "fars_overhead": "fars_overhead_s",
               "fars_interval": "fars_interval_s", "bb_ckpt": "bb_ckpt_s", "bb_restart": "bb_restart_s",
-              "migration": "migration_s", "requeue": "requeue_s"}
+              "requeue": "requeue_s"}
 
 
-def _costs(spec: Optional[str]):
-    """``ckpt=3m,restart=3m,bb_ckpt=30s,migration=1m,...`` → :class:`Costs` (defaults: FARS Tab. 3)."""
+def _costs(spec: Optional[str], config: Optional[str] = None):
+    """``ckpt=3m,restart=3m,bb_ckpt=30s,...`` → :class:`Costs` (defaults: FARS Tab. 3).
+
+    The migrate/safeguard decisions use the site's cost model from the settings' ``[policy]``
+    section (``--config``), the same one the streaming decision agent uses.
+    """
     from dataclasses import replace
 
+    from hpcguard.settings import Settings
     from hpcguard.simulators.cluster import Costs
     from hpcguard.simulators.failures import parse_duration_s
+    from hpcguard.streams.decisions import site_costs
 
-    costs = Costs()
+    costs = Costs(site=site_costs(Settings.load(config)))
     if not spec:
         return costs
     changes = {}
@@ -129,7 +136,7 @@ def _run_one(name: str, wl, n_nodes, fl, pred, precision, io, seed, show_progres
 _COMMON = dict(
     workload=typer.Option("synthetic", "--workload", help=WORKLOAD_HELP),
     nodes=typer.Option(None, "--nodes", help="Cluster size (default: SWF MaxNodes, 512 for synthetic)."),
-    failures=typer.Option("exponential:mtbf=336", "--failures", help=FAILURES_HELP),
+    failures=typer.Option("exponential:mtbf=14d", "--failures", help=FAILURES_HELP),
     predictor=typer.Option(None, "--predictor", help=PREDICTOR_HELP),
     days=typer.Option(None, "--days", help="Only jobs submitted in the first D days."),
     seed=typer.Option(0, "--seed", help="Random seed (workload, failures, predictor)."),
@@ -139,7 +146,10 @@ _COMMON = dict(
     io_limit=typer.Option(None, "--io-limit", help="System IO limit (units of mean job IO demand × 20)."),
     io_sensitive=typer.Option(0.0, "--io-sensitive", help="Fraction of IO-sensitive jobs (seed 004 §4.3)."),
     costs=typer.Option(None, "--costs", help="Fault-tolerance costs, e.g. ckpt=3m,restart=3m,fars_overhead=6m,"
-                       "fars_interval=30m,bb_ckpt=30s,bb_restart=30s,migration=1m,requeue=0 (defaults: FARS Tab. 3)."),
+                       "fars_interval=30m,bb_ckpt=30s,bb_restart=30s,requeue=0 (defaults: FARS Tab. 3). Migration "
+                       "and safeguard-checkpoint times come from the 'policy' section of --config, as in the worker."),
+    config=typer.Option(None, "--config", help="Settings file (TOML); its 'policy' section is the site cost model "
+                        "of the migrate/safeguard decisions (defaults: Summit, 41 s migration, 756 s safeguard)."),
 )
 
 
@@ -153,6 +163,7 @@ def simulate_cluster(
     seed: int = _COMMON["seed"], jobs: int = _COMMON["jobs"], utilization: float = _COMMON["utilization"],
     pfs_event: List[str] = _COMMON["pfs_event"], io_limit: Optional[float] = _COMMON["io_limit"],
     io_sensitive: float = _COMMON["io_sensitive"], costs: Optional[str] = _COMMON["costs"],
+    config: Optional[str] = _COMMON["config"],
     json_out: bool = typer.Option(False, "--json", help="Print JSON (key 'metrics')."),
 ) -> None:
     """Simulate a batch-scheduled cluster (FCFS + EASY backfilling) with failures under one policy."""
@@ -164,7 +175,7 @@ def simulate_cluster(
         wl, n_nodes, fl, pred, precision, io = _scenario(workload, nodes, failures, predictor, days, seed, jobs,
                                                          utilization, pfs_event, io_limit, io_sensitive)
         metrics, res = _run_one(policy, wl, n_nodes, fl, pred, precision, io, seed, len(wl) > 20000,
-                                _costs(costs))
+                                _costs(costs, config))
     except (ValueError, FileNotFoundError, OSError) as exc:
         fail(str(exc))
     out = {"policy": policy, "workload": workload, "nodes": n_nodes, "jobs": len(wl), "failures_source": fl.source,
@@ -188,7 +199,7 @@ def evaluate_policies(
     days: Optional[float] = _COMMON["days"], seed: int = _COMMON["seed"], jobs: int = _COMMON["jobs"],
     utilization: float = _COMMON["utilization"], pfs_event: List[str] = _COMMON["pfs_event"],
     io_limit: Optional[float] = _COMMON["io_limit"], io_sensitive: float = _COMMON["io_sensitive"],
-    costs: Optional[str] = _COMMON["costs"],
+    costs: Optional[str] = _COMMON["costs"], config: Optional[str] = _COMMON["config"],
     plot: Optional[str] = typer.Option(None, "--plot", help="Write bar charts of the metrics to this PNG."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -205,7 +216,7 @@ def evaluate_policies(
     try:
         wl, n_nodes, fl, pred, precision, io = _scenario(workload, nodes, failures, predictor, days, seed, jobs,
                                                          utilization, pfs_event, io_limit, io_sensitive)
-        cost_model = _costs(costs)
+        cost_model = _costs(costs, config)
         results = {}
         for name in names:
             results[name], _ = _run_one(name, wl, n_nodes, fl, pred, precision, io, seed, len(wl) > 20000,
@@ -275,9 +286,12 @@ def _plot(results: dict, gains: dict, baseline: str, path: str) -> None:
 def trace_stats_cmd(
     file: str = typer.Argument(..., help="SWF trace (plain or .gz)."),
     nodes: Optional[int] = typer.Option(None, "--nodes", help="System size (default: the header's MaxNodes)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (schedule statistics are null when the trace "
+                                  "has no usable schedule; 'schedule' and 'note' say why)."),
 ) -> None:
-    """Jobs, nodes, span, utilization and P(≥ 2 % of nodes idle) of a trace (FARS Tab. 2)."""
+    """Jobs, nodes, span, offered load and — when the trace records a schedule that fits the machine —
+    utilization and P(≥ 2 % of nodes idle) (FARS Tab. 2).  Wait time -1 means unknown, never 0: such a
+    trace gets only its offered load, labelled as such."""
     from hpcguard.connectors.swf import load_swf, trace_stats
 
     try:
@@ -287,5 +301,16 @@ def trace_stats_cmd(
     if json_out:
         emit_json(stats)
         return
-    for k, v in stats.items():
-        typer.echo(f"{k:22s} {v:.4g}" if isinstance(v, float) else f"{k:22s} {v}")
+    typer.echo(f"{'jobs':22s} {stats['jobs']} ({stats['simulated_jobs']} with runtime and size, "
+               f"{stats['skipped']} skipped)")
+    typer.echo(f"{'nodes':22s} {stats['nodes']}")
+    typer.echo(f"{'span_days':22s} {stats['span_days']:.4g}")
+    typer.echo(f"{'offered load':22s} {stats['offered_load']:.4g} (demanded node-time / machine node-time; "
+               "not a utilization)")
+    typer.echo(f"{'mean_runtime_s':22s} {stats['mean_runtime_s']:.4g}")
+    typer.echo(f"{'mean_size':22s} {stats['mean_size']:.4g}")
+    if stats["schedule"] != "recorded":
+        typer.echo(f"{'schedule':22s} {stats['schedule']}: {stats['note']}")
+        return
+    for key in ("utilization", "p_idle_2pct", "max_concurrent_busy"):
+        typer.echo(f"{key:22s} {stats[key]:.4g}")

@@ -33,7 +33,12 @@ class DemoConfig:
     metrics_port: int | None = None
     timeout_s: float = 600.0
     train_hours: float | None = None
-    detector: str = "baseline"  # baseline | ensemble (trained on a separate history)
+    detector: str = "ensemble"  # ensemble (seed 000's system) | baseline, trained on a separate history
+    speed: float | None = None  # replay pace (× real time); None = as fast as possible
+    workers: int = 1            # worker processes sharing the topics' partitions
+    cache_dir: str | None = None  # trained demo models, keyed by their parameters
+    worker_env: dict | None = None  # extra HPCGUARD_WORKER__* settings for the workers
+    offline: bool = True        # also compute the offline decisions on the same files (parity)
     quiet: bool = False
 
 
@@ -111,17 +116,148 @@ def read_topic(k: KafkaSettings, topic: str, timeout_ms: int = 2000) -> list[tup
         c.close()
 
 
+# -- models the demo trains, cached by what they were trained from ---------------------
+def _code_digest() -> str:
+    """Digest of the code a demo model depends on: the simulator and the model packages."""
+    import hashlib
+
+    import hpcguard
+
+    root = Path(hpcguard.__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pattern in ("simulators/telemetry.py", "simulators/profiles.py", "simulators/failures.py",
+                    "models/features.py", "models/baseline.py", "models/failure/*.py",
+                    "connectors/recorded.py", "connectors/model_store.py", "cli/failure.py"):
+        for f in sorted(root.glob(pattern)):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def cache_root(cfg: DemoConfig) -> Path:
+    """``--cache-dir``, else ``$HPCGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcguard`` (~/.cache/hpcguard)."""
+    if cfg.cache_dir:
+        return Path(cfg.cache_dir)
+    if os.environ.get("HPCGUARD_CACHE_DIR"):
+        return Path(os.environ["HPCGUARD_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcguard"
+
+
+def demo_model(cfg: DemoConfig, workdir: Path) -> tuple[str, bool]:
+    """The demo's detector trained on a separate history of the same simulator: from the
+    cache when one with the same parameters and code exists, else trained and cached.
+
+    Returns (model directory, whether it came from the cache).
+    """
+    train_nodes = cfg.nodes if cfg.detector == "baseline" else max(cfg.nodes, 64)
+    train_hours = cfg.train_hours or (max(6.0, cfg.hours * 3) if cfg.detector == "baseline" else 24.0)
+    key = f"{cfg.detector}-n{train_nodes}-h{train_hours:g}-s{cfg.seed + 1000}-{_code_digest()}"
+    cached = cache_root(cfg) / "demo-models" / key
+    if (cached / "COMPLETE").exists():
+        _say(cfg, f"{cfg.detector} detector from the cache: {cached}")
+        return str(cached), True
+    train_dir = workdir / "history"
+    _say(cfg, f"training the {cfg.detector} detector on a separate history ({train_nodes} nodes × "
+              f"{train_hours} h, seed {cfg.seed + 1000}); cached as {cached}")
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    simulate_telemetry(str(train_dir), nodes=train_nodes, hours=train_hours, seed=cfg.seed + 1000)
+    building = cached.with_name(f"{key}.{uuid.uuid4().hex[:8]}.tmp")
+    train_model(str(train_dir), str(building), seed=cfg.seed, detector=cfg.detector)
+    (building / "COMPLETE").write_text(json.dumps({"detector": cfg.detector, "nodes": train_nodes,
+                                                   "hours": train_hours, "seed": cfg.seed + 1000}))
+    try:
+        building.rename(cached)  # atomic: a concurrent demo sees a whole model or none
+    except OSError:
+        import shutil
+
+        shutil.rmtree(building, ignore_errors=True)  # another demo cached the same model first
+    return str(cached), False
+
+
+# -- the pipeline: broker, workers, replay, drain -----------------------------------------
+def start_workers(n: int, settings: Settings, model_dir: str, workdir: Path, env: dict[str, str],
+                  first_port: int | None = None) -> list[tuple]:
+    """``n`` worker processes in one consumer group; returns (process, metrics port) pairs."""
+    from hpcguard.connectors.broker import free_port
+
+    out = []
+    for i in range(n):
+        port = first_port if (i == 0 and first_port) else free_port()  # followed through its counters
+        argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", settings.kafka.bootstrap,
+                "--model", model_dir, "--app-id", settings.worker.app_id,
+                "--data-dir", f"{settings.worker.data_dir}-{i}", "--audit-log", settings.adapter.audit_log,
+                "--adapter", "dry-run", "--metrics-port", str(port)]
+        log = open(workdir / f"worker-{i}.log", "ab")
+        out.append((subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True),
+                    port))
+    return out
+
+
+def stop_workers(workers: list[tuple]) -> None:
+    for proc, _ in workers:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc, _ in workers:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Path, workers: int = 1,
+                 speed: float | None = None, env: dict[str, str] | None = None, quiet: bool = False,
+                 timeout_s: float = 600.0, metrics_port: int | None = None,
+                 groups: list[list[str]] | None = None) -> dict[str, Any]:
+    """Replay ``data_dir`` through ``workers`` worker processes on ``settings.kafka`` and wait
+    until they drained it. Returns the worker counters, replayed count and elapsed seconds.
+
+    ``groups`` (paths inside ``data_dir``) are replayed one group after another, each in
+    time order — e.g. ``[["slurm"], ["ipmi"], ["ldms"]]`` publishes whole topics out of
+    order; by default the directory is replayed as one time-ordered stream.
+    """
+    from hpcguard.connectors.kafka import ensure_topics
+    from hpcguard.connectors.replay import replay
+
+    k = settings.kafka
+    topics = TopicNames.from_settings(settings.topics)
+    ensure_topics(k, topics.all(), settings.topics.partitions, settings.topics.replication)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}),
+           "HPCGUARD_TOPICS__PARTITIONS": str(settings.topics.partitions)}
+    procs = start_workers(workers, settings, model_dir, workdir, env, metrics_port)
+    try:
+        pace = "at maximum speed" if speed is None else f"at {speed:g}× real time"
+        if not quiet:
+            from rich.console import Console
+
+            Console(stderr=True).print(f"[bold cyan]pipeline[/] {workers} worker(s) started; replaying {pace}")
+        started = time.time()
+        published: Counter = Counter()
+        for group in groups or [["."]]:
+            report = replay([str(data_dir / g) for g in group], k, settings.topics, speed=speed, progress=not quiet)
+            published.update(report["published"])
+        replayed = int(sum(published.values()))
+        drained_at, counters = _wait_for_drain(procs, topics, dict(published), timeout_s)
+        # throughput counts from the workers' first output, so their start-up is not charged to the pipeline
+        first_out = _first_timestamp(k, [topics.samples_io, topics.samples_os, topics.samples_ipmi])
+        elapsed = drained_at - max(started, first_out or started)
+        return {"counters": counters, "replayed": replayed, "elapsed": elapsed, "topics": topics}
+    finally:
+        stop_workers(procs)
+
+
 # -- the demo -----------------------------------------------------------------------
 def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     from hpcguard.connectors.broker import EmbeddedBroker
-    from hpcguard.connectors.kafka import ensure_topics, wait_for_broker
-    from hpcguard.connectors.replay import replay
+    from hpcguard.connectors.kafka import wait_for_broker
     from hpcguard.simulators.telemetry import simulate_telemetry
 
-    workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="hpcguard-demo-"))
+    if cfg.workers < 1:
+        raise ValueError("--workers must be >= 1")
+    workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="hpcguard-demo-")).absolute()  # ledger paths are absolute
     workdir.mkdir(parents=True, exist_ok=True)
     broker = None
-    worker = None
     try:
         if cfg.bootstrap:
             bootstrap, broker_desc = cfg.bootstrap, f"external {cfg.bootstrap}"
@@ -131,13 +267,12 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         _say(cfg, f"broker: {broker_desc}")
         settings = Settings.load().with_overrides(
             kafka=dict(bootstrap=bootstrap),
+            topics=dict(partitions=max(Settings.load().topics.partitions, cfg.workers)),
             worker=dict(app_id=f"hpcguard-demo-{uuid.uuid4().hex[:8]}", data_dir=str(workdir / "worker")),
             adapter=dict(kind="dry-run", audit_log=str(workdir / "actions-audit.jsonl"),
                          ledger=str(workdir / "ledger.sqlite")))
         k = settings.kafka
         wait_for_broker(k)
-        topics = TopicNames.from_settings(settings.topics)
-        ensure_topics(k, topics.all())
 
         data_dir = workdir / "telemetry"
         _say(cfg, f"simulating {cfg.nodes} nodes × {cfg.hours} h (seed {cfg.seed}) → {data_dir}")
@@ -154,55 +289,42 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         pfs["env"]["HPCGUARD_WORKER__JOB_CLASSIFIER"] = clf["path"]
         # --- end PFS scenario ---
 
-        model_dir = cfg.model
-        if not model_dir:
-            train_dir = workdir / "history"
-            # the ensemble needs many failures to learn from: a longer, larger history
-            train_nodes = cfg.nodes if cfg.detector == "baseline" else max(cfg.nodes, 64)
-            train_hours = cfg.train_hours or (max(6.0, cfg.hours * 3) if cfg.detector == "baseline" else 24.0)
-            _say(cfg, f"training the {cfg.detector} detector on a separate history ({train_nodes} nodes × "
-                      f"{train_hours} h, seed {cfg.seed + 1000})")
-            simulate_telemetry(str(train_dir), nodes=train_nodes, hours=train_hours, seed=cfg.seed + 1000)
-            model_dir = str(workdir / "model")
-            train_model(str(train_dir), model_dir, seed=cfg.seed, detector=cfg.detector)
-
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **pfs["env"]}  # PFS scenario: worker CanarIO settings
-        argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", bootstrap, "--model", model_dir,
-                "--app-id", settings.worker.app_id, "--data-dir", settings.worker.data_dir,
-                "--audit-log", settings.adapter.audit_log, "--adapter", "dry-run"]
-        from hpcguard.connectors.broker import free_port
-
-        metrics_port = cfg.metrics_port or free_port()  # the demo follows the worker through its counters
-        argv += ["--metrics-port", str(metrics_port)]
+        model_dir, from_cache = (cfg.model, False) if cfg.model else demo_model(cfg, workdir)
+        env = {**pfs["env"], **(cfg.worker_env or {})}  # PFS scenario: worker CanarIO settings
         if cfg.influx:
             env["HPCGUARD_INFLUX__URL"] = cfg.influx
             env["HPCGUARD_INFLUX__VERSION"] = str(cfg.influx_version)
-        worker_log = open(workdir / "worker.log", "ab")
-        worker = subprocess.Popen(argv, stdout=worker_log, stderr=subprocess.STDOUT, env=env,
-                                  start_new_session=True)
-        _say(cfg, f"worker started (pid {worker.pid}); replaying at maximum speed")
+        run = run_pipeline(settings, data_dir, model_dir, workdir, cfg.workers, cfg.speed, env, cfg.quiet,
+                           cfg.timeout_s, cfg.metrics_port)
+        summary = build_summary(k, run["topics"], data_dir, broker_desc, cfg, run["counters"], run["replayed"],
+                                run["elapsed"])
+        summary["model_dir"], summary["model_from_cache"] = model_dir, from_cache
+        if cfg.offline:
+            from hpcguard.cli.online import compare, offline_decisions
 
-        started = time.time()
-        report = replay([str(data_dir)], k, settings.topics, speed=None, progress=not cfg.quiet)
-        replayed = int(sum(report.get("published", report.get("records", {})).values())) \
-            if isinstance(report.get("published", report.get("records")), dict) else int(report.get("total", 0))
-        _say(cfg, f"replayed {replayed} records in {time.time() - started:.1f} s; waiting for the pipeline "
-                  "to drain")
-        drained_at, counters = _wait_for_drain(metrics_port, topics, report["published"], worker, cfg)
-        # throughput counts from the worker's first output, so its start-up is not charged to the pipeline
-        first_out = _first_timestamp(k, [topics.samples_io, topics.samples_os, topics.samples_ipmi])
-        elapsed = drained_at - max(started, first_out or started)
-        return build_summary(k, topics, data_dir, broker_desc, cfg, counters, replayed, elapsed)
+            _say(cfg, "computing the offline decisions on the same files (parity)")
+            offline = offline_decisions(str(data_dir), model_dir, settings)
+            diff = compare(offline, {"predictions": [p for p, _ in read_topic(k, run["topics"].predictions)],
+                                     "actions": [a for a, _ in read_topic(k, run["topics"].actions)]})
+            (workdir / "parity.json").write_text(json.dumps(diff, indent=1))  # the differences, listed
+            summary["offline"] = {"warned": _warned(offline["predictions"], data_dir),
+                                  "action_ids": sorted(a["action_id"] for a in offline["actions"]),
+                                  "differences": diff["counts"], "report": str(workdir / "parity.json")}
+        return summary
     finally:
-        if worker is not None and worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGTERM)
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait()
         if broker is not None:
             broker.stop()
+
+
+def _warned(predictions: list[dict], data_dir: Path) -> int:
+    """Injected failures warned by these predictions (the summary's ``warned``)."""
+    from hpcguard.connectors.recorded import load_failures
+    from hpcguard.models.warning_eval import score_warnings
+
+    warn = [(p["node"], p["sample_time"]) for p in predictions if p.get("warn")]
+    f_nodes, f_times = _failure_arrays(load_failures(str(data_dir)))
+    return int(score_warnings(np.array([w[0] for w in warn]), np.array([w[1] for w in warn], float),
+                              f_nodes, f_times)["warned"])
 
 
 def train_model(history_dir: str, model_dir: str, seed: int, detector: str = "baseline") -> dict[str, Any]:
@@ -248,28 +370,33 @@ def drained(counters: dict[str, dict[str, float]], topics: TopicNames, published
     return raw_done and all(consumed >= produced for consumed, produced in hops)
 
 
-def _wait_for_drain(metrics_port: int, topics: TopicNames, published: dict[str, int], worker: subprocess.Popen,
-                    cfg: DemoConfig) -> tuple[float, dict[str, dict[str, float]]]:
-    """Wait until the worker has consumed everything and its outputs stopped changing."""
+def _wait_for_drain(workers: list[tuple], topics: TopicNames, published: dict[str, int],
+                    timeout_s: float) -> tuple[float, dict[str, dict[str, float]]]:
+    """Wait until the workers (summed counters) consumed everything and their outputs stopped changing."""
     import requests
 
-    deadline = time.monotonic() + cfg.timeout_s
+    deadline = time.monotonic() + timeout_s
     last: dict[str, dict[str, float]] | None = None
     last_change = time.time()
     while time.monotonic() < deadline:
-        if worker.poll() is not None:
-            raise RuntimeError(f"the worker exited with status {worker.returncode}; see its log in the workdir")
+        for proc, _ in workers:
+            if proc.poll() is not None:
+                raise RuntimeError(f"a worker exited with status {proc.returncode}; see its log in the workdir")
         time.sleep(1.0)
+        counters: dict[str, dict[str, float]] = {"in": {}, "out": {}}
         try:
-            counters = scrape_counters(metrics_port)
+            for _, port in workers:
+                for side, per_topic in scrape_counters(port).items():
+                    for t, v in per_topic.items():
+                        counters[side][t] = counters[side].get(t, 0.0) + v
         except requests.RequestException:
-            continue  # the worker is still starting
+            continue  # a worker is still starting
         if counters != last:
             last, last_change = counters, time.time()
             continue
         if drained(counters, topics, published):
             return last_change, counters
-    raise RuntimeError(f"the pipeline did not drain within {cfg.timeout_s:.0f} s")
+    raise RuntimeError(f"the pipeline did not drain within {timeout_s:.0f} s")
 
 
 def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_desc: str, cfg: DemoConfig,
@@ -307,13 +434,36 @@ def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_d
         "failures": {**{k2: v for k2, v in scores.items() if k2 != "lead_minutes"},
                      "lead_minutes": lead,
                      "lead_minutes_median": float(np.median(lead)) if lead else None},
-        "actions": dict(Counter(a["kind"] for a, _ in actions)),
-        "actions_by_source": dict(Counter(f"{a['source']}:{a['kind']}" for a, _ in actions)),
-        "acks": dict(Counter(a["status"] for a, _ in acks)),
+        "actions": dict(sorted(Counter(a["kind"] for a, _ in actions).items())),
+        "action_ids": sorted(a["action_id"] for a, _ in actions),
+        "action_ids_by_source": {src: sorted(a["action_id"] for a, _ in actions if a["source"] == src)
+                                 for src in sorted({a["source"] for a, _ in actions})},
+        "actions_on_job_at_sample_time": _job_check(data_dir, [a for a, _ in actions]),
+        "replay": {"speed": cfg.speed, "workers": cfg.workers},
+        "actions_by_source": dict(sorted(Counter(f"{a['source']}:{a['kind']}" for a, _ in actions).items())),
+        "acks": dict(sorted(Counter(a["status"] for a, _ in acks).items())),
         "throughput_msgs_per_s": round(replayed / elapsed, 1) if elapsed > 0 else None,
         "latency_ms": _percentiles(latencies_ms),
         "elapsed_s": round(elapsed, 1),
     }
+
+
+def _job_check(data_dir: Path, actions: list[dict]) -> dict[str, int]:
+    """How many migrate/checkpoint actions name the job that ran on the warned node at the
+    warning's sample time (the temporal join), from the recorded sacct file."""
+    from hpcguard.cli.online import load_job_events
+    from hpcguard.models.jobs import JobTimeline
+
+    timeline = JobTimeline().extend(load_job_events(str(data_dir)))
+    checked = right = 0
+    for a in actions:
+        reason = a.get("reason") or {}
+        if a.get("kind") not in ("migrate", "checkpoint") or "sample_time" not in reason:
+            continue
+        checked += 1
+        job = timeline.job_at(reason["predicted_node"], float(reason["sample_time"]))
+        right += int(job is not None and job["job_id"] == a.get("job_id"))
+    return {"checked": checked, "right_job": right}
 
 
 def _percentiles(values: list[float]) -> dict[str, float | None]:
@@ -341,6 +491,12 @@ def print_summary(summary: dict[str, Any]) -> None:
     table.add_row("missed", str(f["missed"]))
     table.add_row("false alarms", str(f["false_alarms"]))
     table.add_row("actions", ", ".join(f"{k} {v}" for k, v in summary["actions"].items()) or "none")
+    jc = summary["actions_on_job_at_sample_time"]
+    table.add_row("job at the warning's sample time", f"{jc['right_job']} of {jc['checked']} migrate/checkpoint")
+    if "offline" in summary:
+        off = summary["offline"]
+        same = "identical" if off["differences"]["identical"] else f"differences: {off['differences']}"
+        table.add_row("offline computation", f"warned {off['warned']}, {len(off['action_ids'])} actions — {same}")
     table.add_row("acks", ", ".join(f"{k} {v}" for k, v in summary["acks"].items()) or "none")
     table.add_row("IO windows", f"{summary['io_windows']['total']} ({summary['io_windows']['degraded']} degraded)")
     table.add_row("throughput", f"{summary['throughput_msgs_per_s']} msgs/s")

@@ -1,10 +1,11 @@
 """CLI commands of the failure ensemble (seed 000 ch. 4): ``hpcguard uc``,
-``hpcguard train failure`` and ``hpcguard evaluate failure``."""
+``hpcguard train failure``, ``hpcguard evaluate failure`` and
+``hpcguard evaluate cross-profile``."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, NamedTuple, Optional
 
 import typer
 
@@ -33,9 +34,40 @@ def uc(
         typer.echo(f"UC({nodes}) = {value:.6g}  (fpr={fpr:g}, P(K)={p_ok:g})")
 
 
-def _load_recorded(data_dir: str, grid_s: float = 15.0):
-    """(values, t0, failure node indices, failure times, node names) of a recorded-data directory."""
-    from hpcguard.connectors.recorded import load_failures, load_sensor_grid
+class Recorded(NamedTuple):
+    """A recorded-data directory loaded for training or evaluation."""
+
+    values: Any            # (nodes, steps, 10) canonical grid, NaN = missing
+    t0: float
+    failure_nodes: Any     # node index per failure
+    failure_times: Any
+    nodes: list
+    precursor: Any = None  # per failure: True when a precursor preceded it
+    look_alikes: Any = None  # (node indices, starts, ends) of benign anomalies
+    coverage: Any = None   # connectors.coverage.SensorCoverage
+
+
+NO_PRECURSOR = {"", "no_precursor", "none", "sudden", "sudden_death"}
+
+
+def _load_mapping(path: Optional[str]):
+    """The site's sensor mapping (``--sensor-map``), else the installed default."""
+    from hpcguard.connectors.mapping import SensorMapping
+
+    try:
+        return SensorMapping.load(path)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot load sensor map {path or '(default)'}: {exc}")
+
+
+def _load_recorded(data_dir: str, grid_s: float = 15.0, mapping=None) -> Recorded:
+    """Sensor grid, failures (with precursor flags), benign look-alikes and coverage of a directory."""
+    import csv
+
+    import numpy as np
+
+    from hpcguard.connectors.coverage import coverage_of_grid
+    from hpcguard.connectors.recorded import load_anomalies, load_sensor_grid
 
     d = Path(data_dir)
     if not d.is_dir():
@@ -43,20 +75,46 @@ def _load_recorded(data_dir: str, grid_s: float = 15.0):
     if not (d / "failures.csv").is_file():
         fail(f"{d} has no failures.csv (ground-truth labels are needed to train or evaluate)")
     try:
-        grid = load_sensor_grid(str(d), grid_s=grid_s)
-        failures = load_failures(str(d))
+        grid = load_sensor_grid(str(d), grid_s=grid_s, mapping=mapping)
+        with open(d / "failures.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        anomalies = load_anomalies(d) if (d / "anomalies.csv").is_file() else None
     except (ValueError, OSError) as exc:
         fail(f"cannot load recorded telemetry from {d}: {exc}")
-    import numpy as np
-
+    if rows and not {"time", "node"} <= set(rows[0]):
+        fail(f"{d}/failures.csv needs the columns time,node")
     index = {name: i for i, name in enumerate(grid.nodes)}
-    names = [str(n) for n in failures["node"]]
-    unknown = sorted({n for n in names if n not in index})
+    unknown = sorted({r["node"] for r in rows if r["node"] not in index})
     if unknown:
         fail(f"{d}/failures.csv names nodes without telemetry: {', '.join(unknown[:5])}")
-    fnodes = np.array([index[n] for n in names], dtype=int)
-    ftimes = np.asarray(failures["time"], dtype=float)
-    return grid.values, float(grid.t0), fnodes, ftimes, list(grid.nodes)
+    fnodes = np.array([index[r["node"]] for r in rows], dtype=int)
+    try:
+        ftimes = np.array([float(r["time"]) for r in rows], dtype=float)
+    except ValueError as exc:
+        fail(f"{d}/failures.csv: {exc}")
+    family = [(r.get("family") or r.get("cause") or "").strip().lower() for r in rows]
+    precursor = np.array([f not in NO_PRECURSOR for f in family], bool)
+    look = None
+    if anomalies is not None:
+        benign = anomalies[~anomalies["leads_to_failure"] & np.isin(anomalies["node"], list(index))]
+        look = (np.array([index[n] for n in benign["node"]], int), benign["start"], benign["end"])
+    coverage = getattr(grid, "coverage", None) or coverage_of_grid(grid.nodes, grid.values)
+    return Recorded(grid.values, float(grid.t0), fnodes, ftimes, list(grid.nodes), precursor, look, coverage)
+
+
+def _coverage_summary(recs: list[Recorded], label: str, threshold: float = 0.5) -> dict:
+    """Per-sensor share of node-steps with a value over ``recs`` and the warnings below ``threshold``."""
+    from hpcguard.connectors.coverage import SensorCoverage
+
+    total = SensorCoverage()
+    for r in recs:
+        total.merge(r.coverage)
+    report = total.report()
+    warnings = total.warnings(threshold=threshold)
+    for w in warnings:
+        typer.secho(f"warning: {label}: coverage {w}", err=True, fg=typer.colors.YELLOW)
+    shares = {k: v["share"] for k, v in report["sensors"].items()}
+    return {"shares": shares, "warnings": warnings, "report": report}
 
 
 def _progress(disabled: bool):
@@ -67,11 +125,107 @@ def _progress(disabled: bool):
                     console=Console(stderr=True), transient=True, disable=disabled)
 
 
+def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_ratio: float = 10.0,
+                 calibration_ok: int = 20000, target_fpr: Optional[float] = None, mc_splits: int = 3,
+                 persistence: int = 1, allow_missing: tuple[str, ...] = (), hard_negatives: bool = True,
+                 progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0):
+    """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``."""
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    from hpcguard import __version__
+    from hpcguard.connectors.model_store import digest_dirs
+    from hpcguard.models.failure.dataset import Events, build_events
+    from hpcguard.models.failure.training import train_ensemble, voter_period_start
+    from hpcguard.models.features import feature_set
+
+    torch.set_num_threads(1)
+    try:
+        fs = feature_set(features)
+    except ValueError as exc:
+        fail(str(exc))
+    note = progress or (lambda m: None)
+    if recs is None:
+        recs = []
+        for d in data:
+            note(f"loading {d}")
+            recs.append(_load_recorded(d, mapping=mapping))
+    coverage = _coverage_summary(recs, "training data")
+    # a sensor with no value at all would be imputed from nothing: refuse unless the site says so
+    absent = sorted(s for s, share in coverage["shares"].items() if not share and s not in allow_missing)
+    if absent:
+        fail(f"sensor(s) {', '.join(absent)} have no value in the training data: check --sensor-map (coverage "
+             "report above), or pass --allow-missing NAME to train without them (their features then carry "
+             "no information: paper features are filled with 0, site features are 0 with the missing mask 1)")
+    parts, calib = [], []
+    for k, (d, rec) in enumerate(zip(data, recs)):
+        note(f"events of {d}")
+        try:
+            parts.append(build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times,
+                                      features=fs, ok_ratio=ok_ratio, seed=seed + k,
+                                      look_alikes=rec.look_alikes if hard_negatives else None))
+        except ValueError as exc:
+            fail(f"{d}: {exc}")
+    events = Events.concat(parts)
+    try:
+        voter_start = voter_period_start(events)
+    except ValueError as exc:
+        fail(f"too few failures to train: {exc}")
+    for k, (d, rec) in enumerate(zip(data, recs)):
+        note(f"healthy calibration events of {d}")
+        # healthy events of the voter's (later) period only: its fpr threshold needs many of them
+        cal = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times, features=fs,
+                           max_ok=calibration_ok // len(data), seed=seed + 1000 + k, ok_after=voter_start)
+        calib.append(cal.subset(np.flatnonzero(cal.labels == 0)))
+    calibration = Events.concat(calib)
+    augment = []
+    for k, rec in enumerate(recs):
+        for shift in range(1, positive_shifts + 1):   # the same failures seen 15 s, 30 s ... earlier
+            ev = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times - 15.0 * shift,
+                              features=fs, max_ok=0, seed=seed + k)
+            ev.times = ev.times + 15.0 * shift          # the time of the failure it copies (time split)
+            augment.append(ev)
+    try:
+        ensemble, report = train_ensemble(events, seed=seed, calibration=calibration, mc_splits=mc_splits,
+                                          target_fpr=target_fpr, features=fs.name, persistence=persistence,
+                                          augment=Events.concat(augment) if augment else None,
+                                          progress=lambda m: note(f"training {m}"))
+    except ValueError as exc:
+        fail(str(exc))
+    digest = digest_dirs(data)
+    map_digest = mapping.digest
+    tag = hashlib.sha256(f"{digest}|{map_digest}|{fs.name}|{fs.history_steps}|{persistence}|{positive_shifts}"
+                         .encode()).hexdigest()[:12]
+    ensemble.version = f"failure-ensemble-{fs.name}-{tag}-s{seed}"
+    lstm = {k: report["voter"][k] for k in ("threshold", "tpr", "fpr", "auc", "validation_failures",
+                                             "validation_ok", "tpr_ci95", "fpr_ci95", "split")}
+    metrics = {"lstm": lstm, "networks": [{k: r[k] for k in ("lead_minutes", "cv_tpr", "cv_fpr", "val_loss")}
+                                          for r in report["networks"]], "training": report}
+    meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data],
+            "training_data_sha256": digest, "sensor_map_sha256": map_digest, "features": fs.name,
+            "history_steps": ensemble.history_steps, "persistence": persistence,
+            "positive_shifts": positive_shifts,
+            "coverage": coverage["shares"], "coverage_warnings": coverage["warnings"],
+            "missing_sensors": [s for s, share in coverage["shares"].items() if not share],
+            "seed": seed, "ok_ratio": ok_ratio, "hard_negatives": int(events.hard.sum()),
+            "events": report["events"], "failures": report["failures"], "metrics": metrics}
+    return ensemble, report, meta, coverage
+
+
 @train_app.command("failure")
 def train_failure(
     data: List[str] = typer.Option(..., "--data", help="Recorded-data directory (hpcguard simulate telemetry "
-                                   "format, with failures.csv); repeat for several."),
+                                   "format, with failures.csv; anomalies.csv adds hard negatives); repeat for "
+                                   "several."),
     out: str = typer.Option(..., "--out", help="Model directory to write (created)."),
+    sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, "
+                                             "sensors.toml format); default: the installed mapping."),
+    features: str = typer.Option("paper", "--features", help="Feature set: 'paper' (seed 000's 70 window "
+                                 "statistics), 'site' (each sensor against the node's own 40-minute trailing "
+                                 "baseline) or 'robust' (median/MAD of a 20-minute baseline, levels, single-poll "
+                                 "jumps; 90 inputs)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (splits, initialisation, sampling)."),
     ok_ratio: float = typer.Option(10.0, "--ok-ratio", min=1.0, help="ok:failure events for the networks "
                                    "(seed 000: 10)."),
@@ -80,167 +234,228 @@ def train_failure(
     target_fpr: Optional[float] = typer.Option(None, "--target-fpr", help="Choose the LSTM threshold for this "
                                                "fpr (unset: highest tpr at the lowest fpr step, as seed 000)."),
     mc_splits: int = typer.Option(3, "--mc-splits", min=1, help="Monte-Carlo cross-validation splits per network."),
+    persistence: int = typer.Option(1, "--persistence", min=1, help="Online: warn only when the vote fires on "
+                                    "this many consecutive 15 s steps (computed from the node's own history)."),
+    allow_missing: Optional[List[str]] = typer.Option(None, "--allow-missing", help="Canonical sensor the site "
+                                                      "does not have; train without it instead of refusing."),
+    hard_negatives: bool = typer.Option(True, "--hard-negatives/--no-hard-negatives",
+                                        help="Add ok events on benign look-alikes from anomalies.csv."),
+    positive_shifts: int = typer.Option(0, "--positive-shifts", min=0, help="Also train the networks on each "
+                                        "failure's windows 1..N steps (15 s) earlier (more positives when a "
+                                        "site has few failures; the voter sees each failure once)."),
     as_json: bool = typer.Option(False, "--json", help="Print the training report as JSON."),
 ) -> None:
-    """Train the six lead-time networks and the LSTM voter on recorded telemetry."""
-    import numpy as np
-    import torch
+    """Train the six lead-time networks and the LSTM voter on recorded telemetry.
 
-    from hpcguard import __version__
-    from hpcguard.connectors.model_store import digest_dirs, save_model
-    from hpcguard.models.failure.dataset import Events, build_events
-    from hpcguard.models.failure.training import train_ensemble
+    Coverage per canonical sensor is printed (warnings below 50 % name the sensor and the
+    nodes/hardware groups); a sensor with no value at all is refused unless --allow-missing.
+    """
+    from hpcguard.connectors.model_store import save_model
 
-    torch.set_num_threads(1)
-    parts, calib = [], []
+    mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
-        for k, d in enumerate(data):
-            bar.update(task, description=f"loading {d}")
-            values, t0, fn, ft, _ = _load_recorded(d)
-            try:
-                parts.append(build_events(values, t0, 15.0, fn, ft, ok_ratio=ok_ratio, seed=seed + k))
-                cal = build_events(values, t0, 15.0, fn, ft, max_ok=calibration_ok // len(data), seed=seed + 1000 + k)
-            except ValueError as exc:
-                fail(f"{d}: {exc}")
-            calib.append(cal.subset(np.flatnonzero(cal.labels == 0)))
-        events = Events(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("features", "labels", "nodes",
-                                                                                   "times")))
-        calibration = Events(*(np.concatenate([getattr(p, f) for p in calib]) for f in ("features", "labels",
-                                                                                         "nodes", "times")))
-        try:
-            ensemble, report = train_ensemble(events, seed=seed, calibration=calibration, mc_splits=mc_splits,
-                                              target_fpr=target_fpr,
-                                              progress=lambda m: bar.update(task, description=f"training {m}"))
-        except ValueError as exc:
-            fail(str(exc))
+        ensemble, report, meta, coverage = _train_model(
+            data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
+            tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
+            positive_shifts=positive_shifts)
+        meta["sensor_map"] = str(Path(sensor_map).resolve()) if sensor_map else "default"
         bar.update(task, description="writing model")
-        digest = digest_dirs(data)
-        ensemble.version = f"failure-ensemble-{digest[:12]}-s{seed}"
-        metrics = {"lstm": {k: report["voter"][k] for k in ("threshold", "tpr", "fpr", "auc")},
-                   "networks": [{k: r[k] for k in ("lead_minutes", "cv_tpr", "cv_fpr", "val_loss")}
-                                for r in report["networks"]], "training": report}
-        meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data],
-                "training_data_sha256": digest, "seed": seed, "ok_ratio": ok_ratio,
-                "events": report["events"], "failures": report["failures"], "metrics": metrics}
         try:
             save_model(ensemble, out, meta)
         except OSError as exc:
             fail(f"cannot write model to {out}: {exc}")
-    summary = {"model": str(out), "version": ensemble.version, "events": report["events"],
-               "failures": report["failures"], "lstm_threshold": ensemble.threshold, **metrics["lstm"],
-               "networks": metrics["networks"]}
+    lstm = meta["metrics"]["lstm"]
+    summary = {"model": str(out), "version": ensemble.version, "features": meta["features"],
+               "history_steps": ensemble.history_steps, "events": report["events"], "failures": report["failures"],
+               "hard_negatives": meta["hard_negatives"], "lstm_threshold": ensemble.threshold, **lstm,
+               "sensor_map_sha256": meta["sensor_map_sha256"], "coverage": coverage["shares"],
+               "coverage_warnings": coverage["warnings"], "networks": meta["metrics"]["networks"]}
     if as_json:
         emit_json(summary)
-    else:
-        typer.echo(f"wrote {out} ({ensemble.version}): {report['events']} events, {report['failures']} failures; "
-                   f"LSTM threshold {ensemble.threshold:.4g} (validation tpr {summary['tpr']:.3f}, "
-                   f"fpr {summary['fpr']:.2g})")
+        return
+    typer.echo("coverage: " + ", ".join(f"{k} {v:.0%}" for k, v in coverage["shares"].items()))
+    lo, hi = lstm["tpr_ci95"]
+    typer.echo(f"wrote {out} ({ensemble.version}): {report['events']} events, {report['failures']} failures, "
+               f"{meta['hard_negatives']} hard negatives; LSTM threshold {ensemble.threshold:.4g} chosen on "
+               f"{lstm['validation_failures']} later validation failures and {lstm['validation_ok']} ok events "
+               f"(tpr {lstm['tpr']:.3f}, 95 % CI {lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g})")
 
 
-def _comparison_rows(train_dirs: list[str], test, seed: int) -> tuple[list[dict], list[str]]:
-    """Random forest on the same features and the baseline detector, trained on ``train_dirs``."""
+def _baseline_row(train_recs: list[Recorded], rec: Recorded, events, seed: int) -> tuple[dict, Any]:
+    """The baseline threshold detector learned on the training data's healthy windows: (row, decisions)."""
     import numpy as np
 
-    from hpcguard.models.failure.dataset import build_events, event_windows, impute, learn_imputation
+    from hpcguard.models.baseline import BaselineDetector
+    from hpcguard.models.failure.dataset import build_events, event_windows
     from hpcguard.models.failure.evaluation import report_row
 
-    notes: list[str] = []
-    values_test, t0_test, events = test
-    feats, ys, wins = [], [], []
-    for k, d in enumerate(train_dirs):
-        values, t0, fn, ft, _ = _load_recorded(d)
-        ev = build_events(values, t0, 15.0, fn, ft, seed=seed + k)
-        feats.append(ev.features[:, 0])
-        ys.append(ev.labels)
+    wins = []
+    for k, tr in enumerate(train_recs):
+        ev = build_events(tr.values, tr.t0, 15.0, tr.failure_nodes, tr.failure_times, max_ok=4000, seed=seed + k)
         healthy = ev.subset(np.flatnonzero(ev.labels == 0))
-        wins.append(event_windows(values, healthy.nodes, healthy.times, t0, 15.0, lead_minutes=2))
-    x, y = np.concatenate(feats), np.concatenate(ys)
-    rows = []
-    from sklearn.ensemble import RandomForestClassifier
-
-    med = learn_imputation(x)
-    rf = RandomForestClassifier(n_estimators=200, random_state=seed, n_jobs=1).fit(impute(x, med), y)
-    rows.append(report_row("random-forest@2min", events.labels,
-                           rf.predict_proba(impute(events.features[:, 0], med))[:, 1] > 0.5))
-    try:
-        from hpcguard.models.baseline import BaselineDetector
-    except ImportError:
-        notes.append("baseline row omitted: hpcguard.models.baseline.BaselineDetector not available")
-        return rows, notes
+        wins.append(event_windows(tr.values, healthy.nodes, healthy.times, tr.t0, 15.0, lead_minutes=2))
     det = BaselineDetector().learn_many(np.concatenate(wins))
     # persistence: the window ending 2 min before the event and the one a step earlier both break a bound
-    now = event_windows(values_test, events.nodes, events.times, t0_test, 15.0, lead_minutes=2)
-    before = event_windows(values_test, events.nodes, events.times - 15.0, t0_test, 15.0, lead_minutes=2)
+    now = event_windows(rec.values, events.nodes, events.times, rec.t0, 15.0, lead_minutes=2)
+    before = event_windows(rec.values, events.nodes, events.times - 15.0, rec.t0, 15.0, lead_minutes=2)
     warn = (det.score_many(now) > 0) & (det.score_many(before) > 0)
-    rows.append(report_row(f"baseline-threshold@2min(persistence={det.persistence})", events.labels, warn))
-    return rows, notes
+    return report_row(f"baseline-threshold@2min(persistence={det.persistence})", events.labels, warn), warn
+
+
+def _forest_row(train_recs: list[Recorded], rec: Recorded, events, seed: int) -> tuple[dict, Any]:
+    """Random forest on the paper's window statistics (window ending 2 min ahead): (row, decisions)."""
+    import numpy as np
+    from sklearn.ensemble import RandomForestClassifier
+
+    from hpcguard.models.failure.dataset import build_events, event_features, impute, learn_imputation
+    from hpcguard.models.failure.evaluation import report_row
+
+    feats, ys = [], []
+    for k, tr in enumerate(train_recs):
+        ev = build_events(tr.values, tr.t0, 15.0, tr.failure_nodes, tr.failure_times, leads=(2,), seed=seed + k)
+        feats.append(ev.features[:, 0])
+        ys.append(ev.labels)
+    x, y = np.concatenate(feats), np.concatenate(ys)
+    med = learn_imputation(x)
+    rf = RandomForestClassifier(n_estimators=200, random_state=seed, n_jobs=1).fit(impute(x, med), y)
+    steps = np.round((events.times - rec.t0) / 15.0).astype(int)
+    test = event_features(rec.values, events.nodes, steps, 15.0, leads=(2,))[:, 0]
+    warn = rf.predict_proba(impute(test, med))[:, 1] > 0.5
+    return report_row("random-forest@2min", events.labels, warn), warn
+
+
+def _precursor_tpr(rows: list[dict], decisions: dict[str, Any], events, failure_precursor) -> None:
+    """Add ``tpr_precursor`` (tpr over failures that had a precursor) to each row."""
+    import numpy as np
+
+    pos = np.flatnonzero(events.labels == 1)
+    pre = failure_precursor
+    for r in rows:
+        d = decisions.get(r["name"])
+        r["tpr_precursor"] = float(d[pos][pre].mean()) if d is not None and pre.any() else float("nan")
+        r["precursor_failures"] = int(pre.sum())
+
+
+def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded], seed: int = 0,
+              max_ok: int = 50000, online: bool = True, stride: int = 1, forest: bool = True, note=None) -> dict:
+    """Event rows (unanimous, LSTM, single network, baseline, random forest) and the online scan."""
+    import numpy as np
+
+    from hpcguard.models.failure.dataset import build_events, healthy_mask
+    from hpcguard.models.failure.evaluation import online_scan, online_summary, report_row
+    from hpcguard.streams.predictors import EnsemblePredictor
+
+    note = note or (lambda m: None)
+    fs = ensemble.feature_set
+    events = build_events(rec.values, rec.t0, ensemble.grid_s, rec.failure_nodes, rec.failure_times, features=fs,
+                          max_ok=max_ok, seed=seed + 7)
+    if events.labels.sum() == 0 or (events.labels == 0).sum() == 0:
+        raise ValueError("need both failures and healthy operation to evaluate")
+    # which failures made it into the events (enough history), in order
+    pos = np.flatnonzero(events.labels == 1)
+    f_step = np.floor((rec.failure_times - rec.t0) / ensemble.grid_s).astype(int)
+    lookup = {(int(n), int(k)): i for i, (n, k) in enumerate(zip(rec.failure_nodes, f_step))}
+    e_step = np.round((events.times[pos] - rec.t0) / ensemble.grid_s).astype(int)
+    which = np.array([lookup[(int(n), int(k))] for n, k in zip(events.nodes[pos], e_step)], int)
+    pre_all = rec.precursor if rec.precursor is not None else np.ones(len(rec.failure_times), bool)
+    failure_precursor = pre_all[which] if which.size else np.zeros(0, bool)
+    note("ensemble rows")
+    out = ensemble.predict_batch(events.features)
+    decisions = {f"unanimous@{n}": ensemble.unanimous(out.network_probabilities, n) for n in (1, 2, 4, 6)}
+    decisions["lstm-vote"] = out.vote_probability >= ensemble.threshold
+    i2 = list(ensemble.leads).index(2)
+    decisions["single-network@2min"] = out.network_probabilities[:, i2] > ensemble.net_threshold
+    rows = [report_row(name, events.labels, d) for name, d in decisions.items()]
+    if train_recs:
+        note("baseline")
+        extra = [_baseline_row(train_recs, rec, events, seed)]
+        if forest:
+            note("random forest")
+            extra.append(_forest_row(train_recs, rec, events, seed))
+        for row, warn in extra:
+            rows.append(row)
+            decisions[row["name"]] = warn
+    _precursor_tpr(rows, decisions, events, failure_precursor)
+    result = {"version": ensemble.version, "features": fs.name, "failures": int(events.labels.sum()),
+              "precursor_failures": int(failure_precursor.sum()), "ok_events": int((events.labels == 0).sum()),
+              "rows": rows, "scores": {"labels": events.labels, "network_probabilities": out.network_probabilities,
+                                       "vote_probability": out.vote_probability}}
+    if online:
+        note("online scan (every node, every step)" if stride == 1 else f"online scan (every {stride} steps)")
+        predictor = EnsemblePredictor(ensemble, ensemble.version, manifest)
+        scan = online_scan(predictor.predict, rec.values, rec.t0, ensemble.grid_s, predictor.history_steps,
+                           stride=stride, nodes=rec.nodes)
+        healthy = healthy_mask(rec.values.shape[0], rec.values.shape[1], rec.t0, ensemble.grid_s,
+                               rec.failure_nodes, rec.failure_times)
+        result["online"] = online_summary(scan, rec.failure_nodes, rec.failure_times, healthy, rec.t0,
+                                          ensemble.grid_s, precursor=pre_all)
+        result["online"]["stride_steps"] = stride
+    return result
 
 
 @evaluate_app.command("failure")
 def evaluate_failure(
     model: str = typer.Option(..., "--model", help="Model directory written by 'hpcguard train failure'."),
     data: str = typer.Option(..., "--data", help="Held-out recorded-data directory (with failures.csv)."),
-    report: str = typer.Option(..., "--report", help="Output directory for report.json, report.md and PNG plots."),
+    report: Optional[str] = typer.Option(None, "--report", help="Output directory for report.json, report.md "
+                                         "and PNG plots (unset: print only)."),
+    sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML); default: "
+                                             "the installed mapping.  A mapping other than the model's is "
+                                             "reported."),
     train_data: Optional[List[str]] = typer.Option(None, "--train-data", help="Training directories for the "
                                                    "random-forest and baseline rows (unset: the model's)."),
     max_ok: int = typer.Option(50000, "--max-ok", min=100, help="Healthy events sampled for the fpr."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
-    online: bool = typer.Option(True, "--online/--no-online", help="Also run the ensemble at every 15 s step "
-                                "of every node, as the node agent does."),
-    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON (name, tpr, ppv, fpr, uc_1024)."),
+    online: bool = typer.Option(True, "--online/--no-online", help="Also run the model's streaming predictor "
+                                "on every node's history, as the worker does."),
+    stride: int = typer.Option(1, "--scan-stride", min=1, help="Online scan: evaluate every N-th 15 s step."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (rows with name, tpr, "
+                                 "tpr_precursor, ppv, fpr, uc_1024; coverage; online)."),
 ) -> None:
-    """Table-4.1-style report: unanimous 1/2/4/6, LSTM vote, single network, baseline and random forest."""
-    import numpy as np
+    """Table-4.1-style report: unanimous 1/2/4/6, LSTM vote, single network, baseline and random forest,
+    plus the online scan (failures warned >= 2 min ahead, false-alarm episodes per 100 node-days)."""
     import torch
 
     from hpcguard.connectors.model_store import load_model
-    from hpcguard.models.failure.dataset import build_events, healthy_mask
-    from hpcguard.models.failure.evaluation import ensemble_rows, online_scan, online_summary
 
     torch.set_num_threads(1)
     try:
         ensemble, manifest = load_model(model)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    out = Path(report)
-    out.mkdir(parents=True, exist_ok=True)
+    mapping = _load_mapping(sensor_map)
+    notes = []
+    trained_with = manifest.get("metadata", {}).get("sensor_map_sha256")
+    if trained_with and trained_with != mapping.digest:
+        notes.append(f"sensor map differs from the model's (model {trained_with[:12]}, now {mapping.digest[:12]})")
+        typer.secho(f"warning: {notes[-1]}", err=True, fg=typer.colors.YELLOW)
     with _progress(as_json) as bar:
         task = bar.add_task(f"loading {data}", total=None)
-        values, t0, fn, ft, _ = _load_recorded(data)
-        try:
-            events = build_events(values, t0, ensemble.grid_s, fn, ft, max_ok=max_ok, seed=seed + 7)
-        except ValueError as exc:
-            fail(f"{data}: {exc}")
-        if events.labels.sum() == 0 or (events.labels == 0).sum() == 0:
-            fail(f"{data}: need both failures and healthy operation to evaluate")
-        bar.update(task, description="ensemble rows")
-        rows, scores = ensemble_rows(ensemble, events.features, events.labels)
-        notes = []
-        dirs = list(train_data or manifest.get("metadata", {}).get("data_dirs", []))
-        dirs = [d for d in dirs if Path(d).is_dir()]
-        if dirs:
-            bar.update(task, description="random forest and baseline")
-            extra, notes = _comparison_rows(dirs, (values, t0, events), seed)
-            rows.extend(extra)
-        else:
+        rec = _load_recorded(data, ensemble.grid_s, mapping)
+        coverage = _coverage_summary([rec], "test data")
+        dirs = [d for d in (train_data or manifest.get("metadata", {}).get("data_dirs", [])) if Path(d).is_dir()]
+        train_recs = [_load_recorded(d, ensemble.grid_s, mapping) for d in dirs]
+        if not dirs:
             notes.append("random-forest and baseline rows omitted: no training data directory available "
                          "(pass --train-data)")
-        result = {"model": str(model), "version": ensemble.version, "data": str(data),
-                  "failures": int(events.labels.sum()), "ok_events": int((events.labels == 0).sum()),
-                  "rows": rows, "notes": notes}
-        if online:
-            bar.update(task, description="online scan (every node, every step)")
-            scan = online_scan(ensemble, values, t0, ensemble.grid_s)
-            healthy = healthy_mask(values.shape[0], values.shape[1], t0, ensemble.grid_s, fn, ft)
-            result["online"] = online_summary(scan, fn, ft, healthy)
-        bar.update(task, description="plots")
-        _plots(out, ensemble, events.labels, scores, rows)
-    (out / "report.json").write_text(json.dumps(_clean(result), indent=2))
-    (out / "report.md").write_text(_markdown(result))
+        try:
+            result = _evaluate(ensemble, manifest, rec, train_recs, seed, max_ok, online, stride,
+                               note=lambda m: bar.update(task, description=m))
+        except ValueError as exc:
+            fail(f"{data}: {exc}")
+        result.update({"model": str(model), "data": str(data), "coverage": coverage["shares"],
+                       "coverage_warnings": coverage["warnings"], "notes": notes})
+        scores = result.pop("scores")
+        if report:
+            out = Path(report)
+            out.mkdir(parents=True, exist_ok=True)
+            bar.update(task, description="plots")
+            _plots(out, ensemble, scores["labels"], scores, result["rows"])
+            (out / "report.json").write_text(json.dumps(_clean(result), indent=2))
+            (out / "report.md").write_text(_markdown(result))
     if as_json:
-        emit_json([{k: r[k] for k in ("name", "tpr", "ppv", "fpr", "uc_1024")} | {
-            k: r[k] for k in r if k.startswith("nodes_uc_")} for r in rows])
+        emit_json(result)
     else:
         typer.echo(_markdown(result))
 
@@ -253,54 +468,239 @@ def _clean(obj):
 
 def _markdown(result: dict) -> str:
     lines = [f"# Failure prediction on {result['data']}", "",
-             f"model {result['version']}; {result['failures']} failure events, {result['ok_events']} ok events", "",
-             "| predictor | tpr | ppv | fpr | UC(1024) | n@UC 5% | n@UC 30% | n@UC 50% |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"model {result['version']} (features {result['features']}); {result['failures']} failure events "
+             f"({result['precursor_failures']} with a precursor), {result['ok_events']} ok events", "",
+             "| predictor | tpr | tpr (precursor) | ppv | fpr | UC(1024) | n@UC 5% | n@UC 30% | n@UC 50% |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
-        lines.append(f"| {r['name']} | {r['tpr']:.4f} | {r['ppv']:.4f} | {r['fpr']:.6f} | {r['uc_1024']:.4f} | "
-                     f"{r['nodes_uc_5']} | {r['nodes_uc_30']} | {r['nodes_uc_50']} |")
+        lines.append(f"| {r['name']} | {r['tpr']:.4f} | {r['tpr_precursor']:.4f} | {r['ppv']:.4f} | {r['fpr']:.6f} | "
+                     f"{r['uc_1024']:.4f} | {r['nodes_uc_5']} | {r['nodes_uc_30']} | {r['nodes_uc_50']} |")
     if "online" in result:
-        lines += ["", "Online (every node, every 15 s step): " + json.dumps(_clean(result["online"]))]
+        o = result["online"]
+        lines += ["", f"Online (the worker's predictor on every node's history, every {o['stride_steps']} step(s)): "
+                  f"{o['warned_2min']}/{o['failures']} failures warned >= 2 min ahead "
+                  f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor), "
+                  f"{o['false_alarm_episodes']} false-alarm episodes = {o['false_alarms_per_100_node_days']:.2f} per "
+                  f"100 node-days, median lead {o['median_lead_minutes']:.1f} min"]
+    if "coverage" in result:
+        lines += ["", "Coverage: " + ", ".join(f"{k} {v:.0%}" for k, v in result["coverage"].items())]
+        lines += [f"- warning: {w}" for w in result.get("coverage_warnings", [])]
     lines += [""] + [f"- {n}" for n in result["notes"]]
     return "\n".join(lines) + "\n"
 
 
-def _plots(out: Path, ensemble, labels, scores, rows) -> None:
+def _plot_roc(path: Path, curves: list[tuple[str, Any, Any, str]], title: str, legend_size: int = 7,
+              figsize: tuple[float, float] = (6, 4.5), mark_fpr: float | None = None) -> None:
+    """One ROC plot (log fpr axis); ``curves`` are ``(label, labels, scores, line style)``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from hpcguard.models.metrics import roc, uc_probability
+    from hpcguard.models.metrics import roc
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for i, lead in enumerate(ensemble.leads):
-        c = roc(labels, scores["network_probabilities"][:, i])
-        ax.plot(np.maximum(c["fpr"], 1e-6), c["tpr"], label=f"{lead} min (AUC {c['auc']:.3f})")
-    c = roc(labels, scores["vote_probability"])
-    ax.plot(np.maximum(c["fpr"], 1e-6), c["tpr"], "k--", label=f"LSTM vote (AUC {c['auc']:.3f})")
+    fig, ax = plt.subplots(figsize=figsize)
+    for label, y, score, style in curves:
+        c = roc(y, score)
+        ax.plot(np.maximum(c["fpr"], 1e-6), c["tpr"], style, label=f"{label} (AUC {c['auc']:.3f})")
+    if mark_fpr is not None:
+        ax.axvline(mark_fpr, color="grey", lw=0.5)
     ax.set_xscale("log")
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
-    ax.set_title("ROC per lead-time network")
-    ax.legend(fontsize=7)
+    ax.set_title(title)
+    ax.legend(fontsize=legend_size)
     fig.tight_layout()
-    fig.savefig(out / "roc_networks.png", dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
 
+
+def _plot_uc(path: Path, series: list[tuple[str, float]], ylabel: str, title: str | None = None,
+             legend_size: int = 7, figsize: tuple[float, float] = (6, 4.5), levels: tuple[float, ...] = ()) -> None:
+    """UC(n) (Eq. 4.4) over job sizes 1..2^18 for each ``(label, fpr)``; NaN fprs are left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from hpcguard.models.metrics import uc_probability
+
     n = 2 ** np.arange(0, 19)
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for r in rows:
-        if r["fpr"] == r["fpr"]:
-            ax.plot(n, uc_probability(r["fpr"], n), marker=".", label=r["name"])
-    for level in (0.05, 0.3, 0.5):
+    fig, ax = plt.subplots(figsize=figsize)
+    for label, fpr in series:
+        if fpr == fpr:
+            ax.plot(n, uc_probability(fpr, n), marker=".", label=label)
+    for level in levels:
         ax.axhline(level, color="grey", lw=0.5)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("nodes of the job")
-    ax.set_ylabel("UC(n)")
-    ax.set_title("Probability of an unnecessary checkpoint (Eq. 4.4)")
-    ax.legend(fontsize=7)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=legend_size)
     fig.tight_layout()
-    fig.savefig(out / "uc_nodes.png", dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _plots(out: Path, ensemble, labels, scores, rows) -> None:
+    curves = [(f"{lead} min", labels, scores["network_probabilities"][:, i], "-")
+              for i, lead in enumerate(ensemble.leads)]
+    curves.append(("LSTM vote", labels, scores["vote_probability"], "k--"))
+    _plot_roc(out / "roc_networks.png", curves, "ROC per lead-time network")
+    _plot_uc(out / "uc_nodes.png", [(r["name"], r["fpr"]) for r in rows], "UC(n)",
+             "Probability of an unnecessary checkpoint (Eq. 4.4)", levels=(0.05, 0.3, 0.5))
+
+
+def _profile_data(cache: Path, profile: str, nodes: int, hours: float, seed: int,
+                  mtbf_hours: Optional[float] = None) -> str:
+    """A simulated recorded-data directory of ``profile``, generated once and cached (no 1 s IO
+    file: the failure ensemble does not read it, and it is most of the writing time)."""
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    extra = {} if mtbf_hours is None else {"mtbf_hours": mtbf_hours}
+    d = cache / "data" / (f"{profile}-n{nodes}-h{hours:g}-s{seed}" + (f"-m{mtbf_hours:g}" if extra else "")
+                          + "-noio")
+    if not (d / "meta.json").is_file():
+        try:
+            simulate_telemetry(str(d), nodes=nodes, hours=hours, seed=seed, profile=profile, io=False, **extra)
+        except (TypeError, ValueError) as exc:
+            fail(f"cannot simulate profile {profile!r}: {exc}")
+    return str(d)
+
+
+@evaluate_app.command("cross-profile")
+def evaluate_cross_profile(
+    profiles: str = typer.Option("classic,gradual,mixed", "--profiles", help="Comma-separated simulator "
+                                 "profiles (hpcguard simulate telemetry --profile); every (train, test) pair "
+                                 "is evaluated."),
+    out: str = typer.Option(..., "--out", help="Report directory: report.json, report.md, roc_lstm.png, "
+                            "uc_lstm.png; data and models are cached under OUT/cache."),
+    nodes: int = typer.Option(64, "--nodes", min=2, help="Nodes per simulated history."),
+    hours: float = typer.Option(48.0, "--hours", help="Hours of the training history of each profile."),
+    test_hours: Optional[float] = typer.Option(None, "--test-hours", help="Hours of the test history "
+                                               "(default: --hours)."),
+    seed: int = typer.Option(1, "--seed", help="Training histories use this seed, test histories seed + 100."),
+    mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="Override the profiles' mean up-time "
+                                               "between failures of a node (small clusters need more failures)."),
+    features: str = typer.Option("site", "--features", help="Feature set of the ensembles (paper, site or robust)."),
+    cache: Optional[str] = typer.Option(None, "--cache", help="Cache directory for generated data and trained "
+                                        "models (default OUT/cache)."),
+    mc_splits: int = typer.Option(2, "--mc-splits", min=1, help="Monte-Carlo splits per network."),
+    calibration_ok: int = typer.Option(20000, "--calibration-ok", min=0, help="Healthy events for the voter."),
+    target_fpr: Optional[float] = typer.Option(1e-4, "--target-fpr", help="LSTM threshold for this validation "
+                                               "fpr (chosen on many healthy events; failures only give the CI)."),
+    persistence: int = typer.Option(2, "--persistence", min=1, help="Online: consecutive steps the vote must fire."),
+    max_ok: int = typer.Option(50000, "--max-ok", min=100, help="Healthy test events sampled for the fpr."),
+    stride: int = typer.Option(4, "--scan-stride", min=1, help="Online scan: evaluate every N-th 15 s step "
+                               "(1 = as the worker; 4 = every minute, 4x cheaper)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Train on one simulated site profile, evaluate on another, for every pair: tpr (all failures and
+    failures with a precursor), fpr, ppv, UC(1024) per predictor row, and the online scan."""
+    from hpcguard.connectors.model_store import load_model, save_model
+    from hpcguard.models.features import feature_set
+
+    names = [p.strip() for p in profiles.split(",") if p.strip()]
+    if len(names) < 2 or len(set(names)) != len(names):
+        fail(f"--profiles needs at least two distinct profiles, got {profiles!r}")
+    report_dir = Path(out)
+    cache_dir = Path(cache) if cache else report_dir / "cache"
+    t_hours = test_hours or hours
+    mapping = _load_mapping(None)
+    try:
+        history = feature_set(features).history_steps
+    except ValueError as exc:
+        fail(str(exc))
+    options = f"{features}{history}-n{nodes}-h{hours:g}-s{seed}-m{mtbf_hours}-mc{mc_splits}-c{calibration_ok}-t{target_fpr}-p{persistence}"
+    steps = 3 * len(names) + len(names) ** 2
+    pairs: list[dict] = []
+    with _progress(as_json) as bar:
+        task = bar.add_task("cross-profile", total=steps)
+        models, train_recs, test_recs = {}, {}, {}
+        for p in names:
+            bar.update(task, description=f"{p}: simulating histories")
+            train_dir = _profile_data(cache_dir, p, nodes, hours, seed, mtbf_hours)
+            test_dir = _profile_data(cache_dir, p, nodes, t_hours, seed + 100, mtbf_hours)
+            bar.advance(task)
+            train_recs[p] = [_load_recorded(train_dir, mapping=mapping)]
+            test_recs[p] = _load_recorded(test_dir, mapping=mapping)
+            bar.advance(task)
+            model_dir = cache_dir / "models" / f"{p}-{options}"
+            if not (model_dir / "manifest.json").is_file():
+                bar.update(task, description=f"{p}: training")
+                ens, _, meta, _ = _train_model([train_dir], mapping, features, seed, calibration_ok=calibration_ok,
+                                               target_fpr=target_fpr, mc_splits=mc_splits, persistence=persistence,
+                                               recs=train_recs[p],
+                                               progress=lambda m, p=p: bar.update(task, description=f"{p}: {m}"))
+                meta["profile"] = p
+                save_model(ens, model_dir, meta)
+            models[p] = load_model(model_dir)
+            bar.advance(task)
+        for p_train in names:
+            ens, manifest = models[p_train]
+            for p_test in names:
+                bar.update(task, description=f"train {p_train} → test {p_test}")
+                try:
+                    res = _evaluate(ens, manifest, test_recs[p_test], train_recs[p_train], seed, max_ok, True, stride,
+                                    forest=False)
+                except ValueError as exc:
+                    fail(f"test profile {p_test}: {exc}")
+                res.update({"train_profile": p_train, "test_profile": p_test,
+                            "validation": {k: manifest["metrics"]["lstm"].get(k) for k in
+                                           ("validation_failures", "validation_ok", "tpr", "tpr_ci95", "fpr")}})
+                pairs.append(res)
+                bar.advance(task)
+        report_dir.mkdir(parents=True, exist_ok=True)
+        _cross_plots(report_dir, pairs)
+    scores = [p.pop("scores") for p in pairs]
+    del scores
+    result = {"profiles": names, "features": features, "nodes": nodes, "train_hours": hours, "test_hours": t_hours,
+              "seed": seed, "test_seed": seed + 100, "scan_stride_steps": stride, "persistence": persistence,
+              "target_fpr": target_fpr, "pairs": pairs}
+    (report_dir / "report.json").write_text(json.dumps(_clean(result), indent=2))
+    (report_dir / "report.md").write_text(_cross_markdown(result))
+    if as_json:
+        emit_json(result)
+    else:
+        typer.echo(_cross_markdown(result))
+
+
+def _cross_markdown(result: dict) -> str:
+    """The cross-profile table: one line per (train, test, predictor row), then the online scan."""
+    lines = [f"Cross-profile evaluation: features `{result['features']}`, {result['nodes']} nodes × "
+             f"{result['train_hours']:g} h training (seed {result['seed']}), {result['nodes']} × "
+             f"{result['test_hours']:g} h test (seed {result['test_seed']}).", "",
+             "| train → test | predictor | tpr | tpr (precursor) | fpr | ppv | UC(1024) |", "|---|---|---|---|---|---|---|"]
+    for p in result["pairs"]:
+        for r in p["rows"]:
+            lines.append(f"| {p['train_profile']} → {p['test_profile']} | {r['name']} | {r['tpr']:.3f} | "
+                         f"{r['tpr_precursor']:.3f} | {r['fpr']:.2e} | {r['ppv']:.3f} | {r['uc_1024']:.3f} |")
+    lines += ["", f"Online scan (the worker's predictor, every {result['scan_stride_steps']} step(s), persistence "
+              f"{result['persistence']}):", "",
+              "| train → test | failures (precursor) | warned ≥ 2 min | precursor warned ≥ 2 min | false-alarm "
+              "episodes / 100 node-days | median lead (min) | LSTM threshold: validation failures, tpr 95 % CI |",
+              "|---|---|---|---|---|---|---|"]
+    for p in result["pairs"]:
+        o, v = p["online"], p["validation"]
+        ci = v.get("tpr_ci95") or [float("nan")] * 2
+        lines.append(f"| {p['train_profile']} → {p['test_profile']} | {o['failures']} ({o['precursor_failures']}) | "
+                     f"{o['warned_2min_share']:.2f} | {o['precursor_warned_2min_share']:.2f} | "
+                     f"{o['false_alarms_per_100_node_days']:.2f} | {o['median_lead_minutes']:.1f} | "
+                     f"{v.get('validation_failures')}, {ci[0]:.2f}-{ci[1]:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cross_plots(out: Path, pairs: list[dict]) -> None:
+    """ROC of the LSTM vote and UC(n) of its fpr, one curve per (train, test) pair."""
+    curves = [(f"{p['train_profile']}→{p['test_profile']}", p["scores"]["labels"], p["scores"]["vote_probability"],
+               "-" if p["train_profile"] == p["test_profile"] else "--") for p in pairs]
+    _plot_roc(out / "roc_lstm.png", curves, "LSTM vote ROC, train profile → test profile", legend_size=6,
+              figsize=(7, 5), mark_fpr=2e-4)
+    _plot_uc(out / "uc_lstm.png", [(f"{p['train_profile']}→{p['test_profile']}",
+                                    next(r["fpr"] for r in p["rows"] if r["name"] == "lstm-vote")) for p in pairs],
+             "UC(n) of the LSTM vote", legend_size=6, figsize=(7, 5))
+
+

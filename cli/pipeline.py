@@ -52,6 +52,16 @@ def worker(
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve Prometheus /metrics here."),
     roles: List[str] = typer.Option([], "--role", help="Run only these agent roles (repeat): normalize, windows, "
                                     "io, jobs, decide, adapter, sink. Default: all."),
+    lateness: Optional[float] = typer.Option(None, "--lateness", help="Event-time seconds a node's grid step "
+                                             "stays open for late samples (worker.lateness_s); later ones are "
+                                             "dead-lettered with reason 'late'."),
+    idle: Optional[float] = typer.Option(None, "--idle", help="Wall seconds without a record after which a "
+                                         "source stops holding its node's watermark back (worker.idle_s)."),
+    job_wait: Optional[float] = typer.Option(None, "--job-wait", help="Longest wall wait of a decision for the "
+                                             "job stream's watermark to pass its sample time (worker.job_wait_s)."),
+    sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, sensors.toml "
+                                             "format; worker.sensor_map). Its digest is compared with the model's "
+                                             "at start (log and /metrics)."),
     loglevel: str = typer.Option("warning", "--loglevel", help="debug, info, warning, error."),
 ) -> None:
     """Run the streaming worker: normalize → windows → predict → decide → adapter."""
@@ -60,7 +70,8 @@ def worker(
     settings = o.load_settings(config, bootstrap, prefix, security_protocol, sasl_mechanism, sasl_username,
                                sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile,
                                worker=dict(model_dir=model, app_id=app_id, data_dir=data_dir,
-                                           metrics_port=metrics_port),
+                                           metrics_port=metrics_port, lateness_s=lateness, idle_s=idle,
+                                           job_wait_s=job_wait, sensor_map=sensor_map),
                                adapter=dict(kind=adapter, audit_log=audit_log))
     bad = [r for r in roles if r not in ROLES]
     if bad:
@@ -100,9 +111,24 @@ def demo(
                                             help="Use this Kafka instead of the embedded broker."),
     model: Optional[str] = typer.Option(None, "--model", help="Use this model directory instead of training "
                                         "one on a separately seeded history."),
-    detector: str = typer.Option("baseline", "--detector", help="What to train when no --model is given: "
-                                 "'baseline' (per-sensor thresholds) or 'ensemble' (six lead-time networks + "
-                                 "LSTM vote, trained on a 64-node × 24 h history; slower)."),
+    detector: str = typer.Option("ensemble", "--detector", help="What to train when no --model is given: "
+                                 "'ensemble' (seed 000's six lead-time networks + LSTM vote, trained on a separate "
+                                 "64-node × 24 h history of the same simulator; cached) or 'baseline' (per-sensor "
+                                 "thresholds)."),
+    speed: Optional[float] = typer.Option(None, "--speed", help="Replay at this multiple of real time "
+                                          "(default: as fast as possible). The summary does not depend on it."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes sharing the topics' partitions "
+                                "(the topics get at least this many partitions)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where trained demo models are cached, "
+                                             "keyed by their parameters and code (default: $HPCGUARD_CACHE_DIR or "
+                                             "~/.cache/hpcguard)."),
+    lateness: Optional[float] = typer.Option(None, "--lateness", help="Event-time seconds a node's grid step "
+                                             "stays open for late samples (worker.lateness_s)."),
+    idle: Optional[float] = typer.Option(None, "--idle", help="Wall seconds without a record after which a "
+                                         "source stops holding its node's watermark back (worker.idle_s); raise it "
+                                         "on a loaded machine, where a lagging consumer looks idle."),
+    offline: bool = typer.Option(True, "--offline/--no-offline", help="Also compute the offline decisions on the "
+                                 "same files and report the differences (summary key 'offline')."),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where to write data, model and logs "
                                            "(default: a new temporary directory)."),
     influx: Optional[str] = typer.Option(None, "--influx", help="InfluxDB URL for the sink (optional)."),
@@ -114,15 +140,25 @@ def demo(
 ) -> None:
     """Run the whole pipeline on a simulated cluster and print what it caught.
 
-    Starts the embedded broker (unless --bootstrap), simulates the cluster, trains a
-    detector on a separately seeded history, starts the worker, replays at maximum speed,
-    waits for the pipeline to drain, shuts everything down and prints a summary.
+    Starts the embedded broker (unless --bootstrap), simulates the cluster, trains the
+    failure ensemble on a separately seeded history (or takes it from the cache), starts
+    the worker(s), replays, waits for the pipeline to drain, computes the offline
+    decisions on the same files, shuts everything down and prints a summary. The same
+    seed gives the same failures and action ids at any --speed and --workers.
     """
     from hpcguard.cli.demo import DemoConfig, print_summary, run_demo
 
+    if detector not in ("ensemble", "baseline"):
+        fail(f"unknown detector {detector!r}: ensemble or baseline")
+    if speed is not None and speed <= 0:
+        fail("--speed must be positive")
+    worker_env = {f"HPCGUARD_WORKER__{key}": str(value) for key, value in (("LATENESS_S", lateness), ("IDLE_S", idle))
+                  if value is not None}
     cfg = DemoConfig(nodes=nodes, hours=hours, seed=seed, bootstrap=bootstrap, model=model, detector=detector,
-                     workdir=str(workdir) if workdir else None, influx=influx, influx_version=influx_version, metrics_port=metrics_port,
-                     timeout_s=timeout, quiet=json_out)
+                     workdir=str(workdir) if workdir else None, influx=influx, influx_version=influx_version,
+                     metrics_port=metrics_port, timeout_s=timeout, speed=speed, workers=workers,
+                     cache_dir=str(cache_dir) if cache_dir else None, worker_env=worker_env, offline=offline,
+                     quiet=json_out)
     try:
         summary = run_demo(cfg)
     except (RuntimeError, ConnectionError, FileNotFoundError, ValueError) as exc:

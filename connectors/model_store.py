@@ -2,10 +2,14 @@
 
 A model directory is self-describing::
 
-    MODEL_DIR/manifest.json   kind, version, sensors, window and lead parameters, vote,
-                              thresholds, imputation medians, normalisation statistics,
-                              metrics (``metrics.lstm.fpr`` ...), metadata (training-data
-                              digest sha256, data directories, seed)
+    MODEL_DIR/manifest.json   kind, version, sensors, feature set (``features``,
+                              ``feature_names``, ``history_steps``, ``persistence``), window
+                              and lead parameters, vote, thresholds, imputation medians,
+                              normalisation statistics, metrics (``metrics.lstm.fpr``,
+                              validation failures and the tpr's 95 % interval ...), metadata
+                              (training-data digest sha256, sensor-map digest
+                              ``sensor_map_sha256``, per-sensor ``coverage`` and its
+                              warnings, missing sensors, data directories, seed)
     MODEL_DIR/weights.pt      torch state dicts of the six networks and the LSTM voter
     MODEL_DIR/metrics.json    training / validation metrics
 

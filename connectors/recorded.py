@@ -27,16 +27,23 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
-from hpcguard.connectors.errors import ParseError
-from hpcguard.connectors.ipmi import POLL, decode_ipmi_envelope, read_ipmi_file
-from hpcguard.connectors.ldms import find_altheader, parse_header
+from hpcguard.connectors.coverage import SensorCoverage
+from hpcguard.connectors.errors import ParseError, Rejected
+from hpcguard.connectors.fasrc import (SdrLineCache, add_scan_names, is_archive, iter_archive_logs,
+                                       scan_sdr_log)
+from hpcguard.connectors.ipmi import (IpmiInput, decode_ipmi_envelope, freeipmi_layout_of, freeipmi_row_parser,
+                                      host_from_filename, is_freeipmi_header, read_ipmi_lines)
+from hpcguard.connectors.ldms import (LdmsColumns, base_schema, find_altheader, fold_interfaces, parse_layout,
+                                      read_store_csv)
 from hpcguard.connectors.mapping import MetricSpec, SensorMapping
 from hpcguard.connectors.replay import detect_format
 from hpcguard.models.counters import counter_deltas, counter_rates
 from hpcguard.models.features import CANONICAL_SENSORS
+from hpcguard.settings import Settings
 
 _SENSOR = {name: i for i, name in enumerate(CANONICAL_SENSORS)}
 
@@ -50,6 +57,7 @@ class SensorGrid:
     grid_s: float
     values: np.ndarray
     skipped: dict[str, int] = field(default_factory=dict)  # input rows not used, by reason
+    coverage: SensorCoverage | None = None  # per-sensor share of node-steps with a value, raw names (report())
 
     @property
     def times(self) -> np.ndarray:
@@ -118,28 +126,69 @@ def load_anomalies(data_dir: str | Path) -> np.ndarray:
                               ("leads_to_failure", "?")])
 
 
-def read_store_csv_arrays(path: str | Path) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """``(times, producer names, {column: float array})`` of a whole ``store_csv`` file (C parser)."""
+def read_store_csv_arrays(path: str | Path, interfaces: tuple[str, ...] | None = None,
+                          skipped: dict[str, int] | None = None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """``(times, producer names, {column: float array})`` of a whole ``store_csv`` file.
+
+    Every header variant :func:`~hpcguard.connectors.ldms.parse_layout` reads (``#Time``,
+    ``#Time_msec``, quoted names, ``userdata`` pairs, ``.HEADER`` files).  numpy's C parser
+    reads a clean file; a file it cannot read (a bad row, a repeated quoted header, quoted
+    values) goes through the replay's row reader :func:`~hpcguard.connectors.ldms.read_store_csv`,
+    whose refused rows are counted in ``skipped`` (``ldms_<kind>``), so offline loading and
+    replay keep the same rows.  Per-interface counters are summed over ``interfaces``
+    (default: the ``[ldms] netdev_interfaces`` setting).
+
+    >>> import pathlib, tempfile
+    >>> p = pathlib.Path(tempfile.mkdtemp(), "loadavg")
+    >>> _ = p.write_text('"#Time_msec","Time_usec","ProducerName","load1min.userdata","load1min.value"\\n'
+    ...                  '1558387831001,798,s0,0,0.5\\n')
+    >>> t, names, cols = read_store_csv_arrays(p)
+    >>> t.tolist(), names.tolist(), cols["load1min"].tolist()
+    ([1558387831.001798], ['s0'], [0.5])
+    """
     p = Path(path)
-    with open(p) as fh:
+    with open(p, newline="") as fh:
         first = fh.readline()
-    if first.startswith("#"):
-        cols = parse_header(first, str(p))
+    if first.startswith(("#", '"#')):
+        layout, skip = parse_layout(first, str(p)), 1
     else:
         hp = find_altheader(p)
         if hp is None:
             raise ParseError("bad_header", "no header line and no .HEADER file", 1, str(p))
-        cols = parse_header(hp.read_text().splitlines()[0], str(hp))
-    numeric = [i for i, c in enumerate(cols) if c != "ProducerName"]
+        with open(hp, newline="") as hfh:
+            layout, skip = parse_layout(hfh.readline(), str(hp)), 0
+    if interfaces is None:
+        interfaces = LdmsColumns.from_settings().netdev_interfaces
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # numpy notes the skipped '#' header line
-            data = np.loadtxt(p, delimiter=",", comments="#", usecols=numeric, ndmin=2, dtype=float)
-            names = np.loadtxt(p, delimiter=",", comments="#", usecols=(2,), ndmin=1, dtype=str)
-    except ValueError as exc:
-        raise ParseError("bad_row", f"store_csv file cannot be loaded: {exc}", source=str(p)) from None
-    columns = {cols[i]: data[:, j] for j, i in enumerate(numeric)}
-    return columns["#Time"], names, columns
+            warnings.simplefilter("ignore", UserWarning)  # numpy notes an empty file
+            data = np.loadtxt(p, delimiter=",", comments="#", skiprows=skip, ndmin=2, dtype=float,
+                              usecols=[0, 1] + [i for _, i in layout.columns])
+            names = np.loadtxt(p, delimiter=",", comments="#", skiprows=skip, usecols=(2,), ndmin=1, dtype=str)
+        if data.shape[0] != names.size or any(n == "" or n.startswith('"') for n in np.unique(names)):
+            raise ValueError("quoted or empty producer names")
+    except ValueError:
+        return _rows_to_arrays(p, layout.columns, interfaces, skipped)
+    times = data[:, 0] / 1000.0 + data[:, 1] / 1e6 if layout.time_msec else data[:, 0]
+    columns = {name: data[:, j] for j, (name, _) in enumerate(layout.columns, start=2)}
+    # per-interface counters (rx_bytes#eth0, #ib0...) summed as the stream decoder does
+    return times, names, fold_interfaces(columns, interfaces)
+
+
+def _rows_to_arrays(p: Path, columns: tuple[tuple[str, int], ...], interfaces: tuple[str, ...],
+                    skipped: dict[str, int] | None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """The slow path of :func:`read_store_csv_arrays`: the replay's row reader, rows it refuses counted."""
+    rows = []
+    for row in read_store_csv(p):
+        if isinstance(row, Rejected):
+            if skipped is not None:
+                _count(skipped, f"ldms_{row.kind}")
+        else:
+            rows.append(row)
+    times = np.array([r["timestamp"] for r in rows], dtype=float)
+    names = np.array([r["ProducerName"] for r in rows], dtype=str)
+    values = {name: np.array([r[name] for r in rows], dtype=float) for name, _ in columns}
+    return times, names, fold_interfaces(values, interfaces)
 
 
 def derive_columns(spec: MetricSpec, times: np.ndarray, keys: np.ndarray, columns: dict[str, np.ndarray],
@@ -165,137 +214,120 @@ def derive_columns(spec: MetricSpec, times: np.ndarray, keys: np.ndarray, column
         return d[:, pos[spec.columns[0]]] / np.where(total > 0, total, np.nan) * 100.0
 
 
-def _ipmi_fast(path: Path, mapping: SensorMapping,
-               skipped: dict[str, int]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """``(hosts per poll, poll times, (poll index, sensor, priority) int rows, readings)`` of a FreeIPMI file.
+def _count(skipped: dict[str, int], kind: str, n: int = 1) -> None:
+    skipped[kind] = skipped.get(kind, 0) + n
 
-    Rows that are not FreeIPMI rows or lie outside a poll block are counted in ``skipped``.
+
+def _ipmi_parts(f: Path, fmt: str, mapping: SensorMapping, caches: dict, coverage: SensorCoverage,
+                skipped: dict[str, int], options: IpmiInput) -> list[tuple]:
+    """``(hosts, times, sensor, values, True)`` parts of one IPMI file (or archive of per-node logs).
+
+    FreeIPMI and ipmitool text goes through :func:`~hpcguard.connectors.fasrc.scan_sdr_log`
+    (the decoder's row parsers, unit check and reducer); Telegraf through the per-poll
+    decoder.  Bad rows are counted in ``skipped`` (``ipmi_<kind>``), never fatal.
     """
-    cache: dict[str, tuple[int, int] | None] = {}
-    hosts: list[str] = []
-    times: list[float] = []
-    rows: list[tuple[int, int, int]] = []
-    readings: list[str] = []
-    poll = -1
-    with open(path) as fh:
-        for line in fh:
-            if line[0] == "#":
-                m = POLL.match(line.rstrip("\n"))
-                if m is not None:
-                    poll += 1
-                    hosts.append(m.group(1))
-                    times.append(float(m.group(2)))
-                continue
-            parts = line.split(",", 4)
-            if len(parts) < 5 or poll < 0:
-                if line.strip() and not line.startswith("ID,"):
-                    skipped["ipmi_bad_row"] = skipped.get("ipmi_bad_row", 0) + 1
-                continue
-            name = parts[1]
-            hit = cache.get(name, False)
-            if hit is False:
-                lk = mapping.ipmi_lookup(name)
-                hit = cache[name] = None if lk is None else (_SENSOR[lk[0]], lk[1])
-            if hit is not None:
-                rows.append((poll, hit[0], hit[1]))
-                readings.append(parts[3])
-    out = _readings_to_float(readings, str(path))
-    return hosts, np.array(times, float), np.array(rows, dtype=np.int64).reshape(-1, 3), out
-
-
-def _readings_to_float(readings: list[str], source: str) -> np.ndarray:
-    """Reading strings → floats (``N/A`` and friends → NaN), converting each distinct string once."""
-    if not readings:
-        return np.zeros(0)
-    uniq, inv = np.unique(np.array(readings), return_inverse=True)
-    conv = np.full(uniq.size, np.nan)
-    for i, text in enumerate(uniq.tolist()):
-        if text.strip().lower() in ("n/a", "na", "", "no reading", "disabled"):
+    texts: Iterable[tuple[str, str, str]]
+    if is_archive(f):
+        texts, fmt = iter_archive_logs(f), "ipmitool"
+    else:
+        texts = [(str(f), host_from_filename(f.name), f.read_text(errors="replace"))]
+    parts = []
+    for source, node, text in texts:
+        if fmt == "telegraf":  # lines name their own nodes: the per-poll decoder
+            samples, names = [], SensorCoverage(coverage.sensors)
+            for env in read_ipmi_lines(text.splitlines(), source, "telegraf-lp", options):
+                if not isinstance(env, dict):
+                    _count(skipped, f"ipmi_{env.kind}")
+                    continue
+                try:
+                    samples += decode_ipmi_envelope(env, mapping, coverage=names)
+                except ParseError as exc:
+                    _count(skipped, f"ipmi_{exc.kind}")
+            coverage.merge(names, steps=False)  # the grid gives the node-steps
+            flat = [(x["node"], x["time"], _SENSOR[k], v) for x in samples for k, v in x["values"].items()]
+            if flat:
+                n, t, s, v = zip(*flat)
+                parts.append((np.asarray(n), np.asarray(t, float), np.asarray(s), np.asarray(v, float), True))
             continue
-        try:
-            conv[i] = float(text)
-        except ValueError:
-            raise ParseError("bad_number", f"IPMI reading {text!r} is not a number", source=source) from None
-    return conv[inv.ravel()]
-
-
-def _reduce_polls(poll: np.ndarray, sensor: np.ndarray, priority: np.ndarray, value: np.ndarray,
-                  mapping: SensorMapping) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One value per (poll, sensor) by the sensor's reducer; returns (poll, sensor, value)."""
-    keep = ~np.isnan(value)
-    poll, sensor, priority, value = poll[keep], sensor[keep], priority[keep], value[keep]
-    out_p, out_s, out_v = [], [], []
-    for canonical, (_, how) in mapping.ipmi.items():
-        s = _SENSOR[canonical]
-        sel = sensor == s
-        if not sel.any():
-            continue
-        p, pr, v = poll[sel], priority[sel], value[sel]
-        if how == "mean":
-            u, inv = np.unique(p, return_inverse=True)
-            out_p.append(u)
-            out_v.append(np.bincount(inv, weights=v) / np.bincount(inv))
+        if fmt == "freeipmi":
+            layout = freeipmi_layout_of(text.splitlines()[:50])
+            if layout is None:
+                _count(skipped, "ipmi_bad_header")
+                continue
+            key = ("freeipmi", layout)
+            if key not in caches:
+                caches[key] = SdrLineCache(mapping, options.time_line, freeipmi_row_parser(*layout),
+                                           skip=is_freeipmi_header)
         else:
-            key = pr if how == "first" else (v if how == "min" else -v)
-            order = np.lexsort((key, p))
-            p, v = p[order], v[order]
-            first = np.ones(p.size, bool)
-            first[1:] = p[1:] != p[:-1]
-            out_p.append(p[first])
-            out_v.append(v[first])
-        out_s.append(np.full(out_p[-1].size, s))
-    if not out_p:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    return np.concatenate(out_p), np.concatenate(out_s), np.concatenate(out_v)
+            key = ("ipmitool",)
+            caches.setdefault(key, SdrLineCache(mapping, options.time_line))
+        untimed_at = f.stat().st_mtime if options.untimed == "mtime" else None
+        scan = scan_sdr_log(text, node, caches[key], source, untimed_at)
+        for r in scan.rejected:
+            _count(skipped, f"ipmi_{r.kind}")
+        add_scan_names(scan, caches[key], coverage)
+        if scan.poll.size:
+            hosts = np.asarray(scan.hosts)
+            parts.append((hosts[scan.poll], scan.times[scan.poll], scan.sensor, scan.values, True))
+    return parts
 
 
 def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: SensorMapping | None = None,
-                     max_gap_factor: float = 5) -> SensorGrid:
+                     max_gap_factor: float = 5, ipmi: IpmiInput | None = None,
+                     settings: Settings | None = None) -> SensorGrid:
     """The ten canonical sensors of a recorded directory on a ``grid_s`` grid.
 
     Nodes: ``meta.json`` ``nodes`` when present (plus any other node seen), else
     every node seen, sorted.  Time span: ``meta.json`` ``start``/``end`` or the data.
+    ``ipmi/`` holds FreeIPMI / ipmitool files with poll lines, per-node ``ipmitool sdr``
+    logs with timestamp lines (``<host>-YYYY-MM-DD.txt``, the FASRC layout, or a
+    ``.tar.xz`` of them, streamed), or Telegraf line protocol.  ``settings`` (default:
+    :meth:`Settings.load() <hpcguard.settings.Settings.load>`, i.e. ``HPCGUARD_CONFIG`` and
+    the environment) gives the ``[ipmi]`` input (how tool output without poll lines is
+    timed, Telegraf's default host) and the ``[ldms]`` interfaces, as for replay; ``ipmi``
+    overrides its ``[ipmi]``.  ``ldms/`` files with ``as_is`` names (``meminfo_8d2b8bd``)
+    are read as their base schema; rows or metrics a file cannot give are counted in
+    ``skipped`` (``ldms_<kind>``), never fatal.  The grid's ``coverage`` says how much of
+    each sensor the data delivered and from which names.
     """
     d = Path(data_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"no such directory: {d}")
     mapping = mapping or SensorMapping.load()
+    settings = settings or Settings.load()
+    ipmi = ipmi or IpmiInput.from_settings(settings.ipmi)
+    interfaces = LdmsColumns.from_settings(settings).netdev_interfaces
     meta = load_meta(d)
     # (node name array, times, sensor index, values, is_last_value)
     parts: list[tuple[np.ndarray, np.ndarray, int | np.ndarray, np.ndarray, bool]] = []
     skipped: dict[str, int] = {}
+    coverage = SensorCoverage()
     for f in sorted(Path(d, "ldms").glob("*")) if Path(d, "ldms").is_dir() else []:
-        schema = f.name.split(".")[0]
-        spec = mapping.ldms.get(schema)
+        spec = mapping.ldms.get(base_schema(f.name.split(".")[0], mapping.ldms))
         if spec is None or spec.io or ".HEADER" in f.name or not f.is_file():
             continue
-        times, names, columns = read_store_csv_arrays(f)
+        times, names, columns = read_store_csv_arrays(f, interfaces, skipped)
         if times.size == 0:
             continue
         ids, keys = np.unique(names, return_inverse=True)
         for metric in spec.derive:
             if metric.canonical in _SENSOR:
-                v = derive_columns(metric, times, keys, columns, max_gap_factor * spec.period_s)
+                try:
+                    v = derive_columns(metric, times, keys, columns, max_gap_factor * spec.period_s)
+                except ParseError as exc:  # e.g. procnetdev with only 'lo': the stream dead-letters every row
+                    _count(skipped, f"ldms_{exc.kind}", times.size)
+                    continue
                 parts.append((names, times, _SENSOR[metric.canonical], v, False))
     ipmi_dir = Path(d, "ipmi")
+    caches: dict = {}
     for f in sorted(ipmi_dir.glob("*")) if ipmi_dir.is_dir() else []:
         if not f.is_file():
             continue
-        fmt = detect_format(f)
-        if fmt == "freeipmi":
-            hosts, ptimes, rows, vals = _ipmi_fast(f, mapping, skipped)
-            if rows.size == 0:
-                continue
-            p, s, v = _reduce_polls(rows[:, 0], rows[:, 1], rows[:, 2], vals, mapping)
-            parts.append((np.asarray(hosts)[p], ptimes[p], s, v, True))
-        elif fmt in ("ipmitool", "telegraf"):
-            envs = list(read_ipmi_file(f))
-            skipped["ipmi_bad_row"] = skipped.get("ipmi_bad_row", 0) + sum(1 for e in envs if not isinstance(e, dict))
-            samples = [s for env in envs if isinstance(env, dict) for s in decode_ipmi_envelope(env, mapping)]
-            flat = [(s["node"], s["time"], _SENSOR[k], x) for s in samples for k, x in s["values"].items()]
-            if flat:
-                n, t, s, v = zip(*flat)
-                parts.append((np.asarray(n), np.asarray(t, float), np.asarray(s), np.asarray(v, float), True))
+        fmt = "ipmitool" if is_archive(f) else detect_format(f)
+        if fmt in ("freeipmi", "ipmitool", "telegraf"):
+            parts += _ipmi_parts(f, fmt, mapping, caches, coverage, skipped, ipmi)
+        else:
+            _count(skipped, "ipmi_unknown_format")
     seen = sorted({str(x) for part in parts for x in np.unique(part[0])})
     nodes = list(meta.get("nodes", []))
     nodes += [n for n in seen if n not in set(nodes)]
@@ -330,4 +362,6 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = sums / counts
     values = np.where(counts > 0, mean, last).reshape(n_nodes, n_steps, n_sensors)
-    return SensorGrid(nodes=nodes, t0=float(t0), grid_s=float(grid_s), values=values, skipped=skipped)
+    coverage.add_grid(nodes, values)
+    return SensorGrid(nodes=nodes, t0=float(t0), grid_s=float(grid_s), values=values, skipped=skipped,
+                      coverage=coverage)

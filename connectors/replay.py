@@ -1,13 +1,17 @@
 """Replay recorded telemetry files into Kafka's raw topics, in time order.
 
 Formats are detected per file (or forced): LDMS ``store_csv`` (header line or
-``.HEADER`` altheader), FreeIPMI CSV, ``ipmitool sdr elist``, Telegraf
-``ipmi_sensor`` line protocol, ``sacct --parsable2`` and CanarIO ``probes.csv``
-(completed probe runs, published to ``<prefix>.probes`` as ``ProbeResult`` JSON at
-their end time).  A job's batch script ``jobscripts/<job_id>.sh`` beside the sacct
-file (in its directory or the one above, i.e. the recording directory) rides on the
-job's ``submit`` envelope as ``"script"``; ``jobscripts/`` itself is not replayed.  A directory is walked recursively; ground-truth files
-(``failures.csv``, ``anomalies.csv``, ``meta.json``, ``degradation.csv``) are skipped and any other unknown file is rejected
+``.HEADER`` altheader), FreeIPMI (CSV or table), ``ipmitool sdr`` / ``sdr elist``
+(with poll or timestamp lines), a ``.tar.xz`` of per-node ``ipmitool sdr`` logs
+(``sdr-archive``, streamed, its polls merged in time order across nodes), Telegraf
+``ipmi_sensor`` line protocol, ``sacct`` dumps (any header holding ``JobID`` or ``JobIDRaw``
+and ``State``, e.g. ``--format=ALL``; settings ``[sacct]``) and CanarIO ``probes.csv`` (completed probe runs,
+published to ``<prefix>.probes`` as ``ProbeResult`` JSON at their end time).  A job's
+batch script ``jobscripts/<job_id>.sh`` beside the sacct file (in its directory or the
+one above, i.e. the recording directory) rides on the job's ``submit`` envelope as
+``"script"``; ``jobscripts/`` itself is not replayed.  A directory is walked
+recursively; ground-truth files (``failures.csv``, ``anomalies.csv``, ``meta.json``,
+``degradation.csv``) are skipped and any other unknown file is rejected
 (``unknown_format``).  Messages of all files are merged by record time.
 
 Example
@@ -31,14 +35,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+import numpy as np
+
+from hpcguard.connectors.coverage import SensorCoverage
 from hpcguard.connectors.errors import ParseError, Rejected
-from hpcguard.connectors.ipmi import decode_ipmi_envelope, detect_ipmi_format, read_ipmi_file
-from hpcguard.connectors.ldms import LdmsDecoder, find_altheader, read_store_csv
+from hpcguard.connectors.fasrc import (SdrLineCache, add_scan_coverage, buffer_archive_polls, is_archive,
+                                       iter_archive_logs, scan_sdr_log)
+from hpcguard.connectors.ipmi import IpmiInput, decode_ipmi_envelope, detect_ipmi_format, read_ipmi_file
+from hpcguard.connectors.ldms import LdmsDecoder, base_schema, find_altheader, parse_layout, read_store_csv
 from hpcguard.connectors.mapping import SensorMapping
-from hpcguard.connectors.sacct import decode_slurm_envelope, job_events, read_sacct
+from hpcguard.connectors.sacct import JOB_ID_COLUMNS, SacctDialect, decode_slurm_envelope, job_events, read_sacct
 from hpcguard.settings import KafkaSettings, TopicSettings
 
-FILE_FORMATS = ("store_csv", "freeipmi", "ipmitool", "telegraf", "sacct", "probes")
+FILE_FORMATS = ("store_csv", "freeipmi", "ipmitool", "telegraf", "sacct", "probes", "sdr-archive")
 _IPMI_NAMES = {"freeipmi": "freeipmi-csv", "ipmitool": "ipmitool-sdr", "telegraf": "telegraf-lp"}
 GROUND_TRUTH = {"failures.csv", "anomalies.csv", "meta.json", "degradation.csv"}
 PROBE_HEADER = "probe_id,probe_type,node,start,end,runtime_s"  # simulators/pfs.py PROBE_FIELDS
@@ -56,10 +65,42 @@ class RawMessage:
     kind: str = ""
 
 
-def detect_format(path: Path) -> str | None:
-    """One of :data:`FILE_FORMATS` from a file's first lines, or ``None``."""
+def is_sacct_header(line: str, delimiter: str = "|") -> bool:
+    """Whether ``line`` is a sacct header: ``JobID`` or ``JobIDRaw`` and ``State`` among its columns.
+
+    >>> is_sacct_header("Account|AdminComment|JobID|JobIDRaw|NodeList|State|Submit")
+    True
+    >>> is_sacct_header("JobID;State", delimiter=";"), is_sacct_header("JobID|JobName")
+    (True, False)
+    """
+    cols = {c.strip() for c in line.rstrip("\r\n").split(delimiter)}
+    return "State" in cols and not cols.isdisjoint(JOB_ID_COLUMNS)
+
+
+def is_store_csv_header(line: str) -> bool:
+    """Whether ``line`` is a ``store_csv`` header of any variant (``#Time``, ``#Time_msec``, quoted names).
+
+    >>> is_store_csv_header('"#Time_msec","Time_usec","ProducerName","component_id"')
+    True
+    """
+    if not line.startswith(("#", '"#')):
+        return False
+    try:
+        parse_layout(line)
+    except ParseError:
+        return False
+    return True
+
+
+def detect_format(path: Path, sacct: SacctDialect | None = None) -> str | None:
+    """One of :data:`FILE_FORMATS` from a file's first lines, or ``None``.
+
+    ``sacct``: the dialect whose delimiter a sacct header is split by (default ``|``).
+    """
     if path.name.endswith(".HEADER") or ".HEADER." in path.name:
         return None
+    if is_archive(path):
+        return "sdr-archive"
     try:
         with open(path, errors="replace") as fh:
             head = [line for _, line in zip(range(20), fh)]
@@ -68,9 +109,9 @@ def detect_format(path: Path) -> str | None:
     if not head:
         return None
     first = head[0]
-    if first.startswith("#Time,") or (not first.startswith("#") and find_altheader(path) is not None):
+    if is_store_csv_header(first) or (not first.startswith("#") and find_altheader(path) is not None):
         return "store_csv"
-    if first.startswith("JobID|"):
+    if is_sacct_header(first, (sacct or SacctDialect()).delimiter):
         return "sacct"
     if first.strip() == PROBE_HEADER:
         return "probes"
@@ -91,11 +132,31 @@ def _files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, str]]:
             yield p, p.name
 
 
-def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings) -> Iterator[RawMessage | Rejected]:
+def ldms_topic(schema: str, topics: TopicSettings) -> str:
+    """Topic for the rows of a ``store_csv`` file of ``schema``: the one a worker with ``topics`` subscribes to.
+
+    A worker subscribes to ``topics.ldms_schemas``; an ``as_is`` schema name
+    (``meminfo_8d2b8bd``) that is not listed there goes to its base schema's topic, whose
+    decoder reads it (list the digest name in ``ldms_schemas`` to keep LDMS's own topic).
+
+    >>> ldms_topic("meminfo_8d2b8bd", TopicSettings()), ldms_topic("loadavg", TopicSettings())
+    ('ldms.meminfo', 'ldms.loadavg')
+    >>> ldms_topic("meminfo_8d2b8bd", TopicSettings(ldms_schemas=("meminfo_8d2b8bd",)))
+    'ldms.meminfo_8d2b8bd'
+    """
+    if schema not in topics.ldms_schemas:
+        base = base_schema(schema, topics.ldms_schemas)
+        if base in topics.ldms_schemas:
+            return topics.ldms(base)
+    return topics.ldms(schema)
+
+
+def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings, ipmi: IpmiInput | None = None,
+                   sacct: SacctDialect | None = None, limit: int | None = None) -> Iterator[RawMessage | Rejected]:
     try:
         if fmt == "store_csv":
             schema = f.name.split(".")[0]
-            topic, kind = topics.ldms(schema), f"ldms:{schema}"
+            topic, kind = ldms_topic(schema, topics), f"ldms:{schema}"
             for row in read_store_csv(f, source=src):
                 if isinstance(row, Rejected):
                     yield row
@@ -103,18 +164,24 @@ def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings) -> Iterat
                     yield RawMessage(topic, row["ProducerName"], row, row["timestamp"], src, kind)
         elif fmt == "probes":
             yield from _probe_messages(f, src, topics.name("probes"))
+        elif fmt == "sdr-archive":  # per-node logs, buffered compactly and merged in time order across nodes
+            topic = topics.name("raw.ipmi")
+            for env in buffer_archive_polls(f, src, ipmi, limit).in_time_order():
+                if isinstance(env, Rejected):
+                    yield env
+                else:
+                    yield RawMessage(topic, env["host"], env, env["time"], env["source"], "ipmi")
         elif fmt == "sacct":
             topic = topics.name("raw.slurm")
             events = []
-            for rec in read_sacct(f, source=src):
+            for rec in read_sacct(f, source=src, dialect=sacct):
                 if isinstance(rec, Rejected):
                     yield rec
                 else:
-                    events.extend(job_events(rec))
-            events.sort(key=lambda e: e["time"])  # rows are by job; events by time
+                    events.extend((env, rec["job_id"]) for env in job_events(rec))
+            events.sort(key=lambda e: e[0]["time"])  # rows are by job; events by time
             script_dirs = [d / "jobscripts" for d in (f.parent, f.parent.parent) if (d / "jobscripts").is_dir()]
-            for env in events:
-                job = env["line"].split("|", 1)[0]
+            for env, job in events:
                 if env["event"] == "submit" and script_dirs:
                     script = _job_script(script_dirs, job)
                     if script is not None:
@@ -122,7 +189,7 @@ def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings) -> Iterat
                 yield RawMessage(topic, job, env, env["time"], env["source"], "slurm")
         else:
             topic = topics.name("raw.ipmi")
-            for env in read_ipmi_file(f, _IPMI_NAMES[fmt], source=src):
+            for env in read_ipmi_file(f, _IPMI_NAMES[fmt], source=src, options=ipmi):
                 if isinstance(env, Rejected):
                     yield env
                 else:
@@ -173,8 +240,13 @@ def _probe_messages(f: Path, src: str, topic: str) -> Iterator[RawMessage | Reje
     yield from good
 
 
-def plan(paths: Sequence[str | Path], fmt: str | None = None) -> list[tuple[Path, str, str | None]]:
-    """``(file, source, format or None)`` of every input file (ground truth left out)."""
+def plan(paths: Sequence[str | Path], fmt: str | None = None,
+         sacct: SacctDialect | None = None) -> list[tuple[Path, str, str | None]]:
+    """``(file, source, format or None)`` of every input file (ground truth left out).
+
+    ``sacct`` (default: the ``[sacct]`` settings) gives the delimiter sacct headers are detected by.
+    """
+    sacct = sacct or SacctDialect.from_settings()
     if fmt is not None and fmt not in FILE_FORMATS:
         raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FILE_FORMATS)})")
     out = []
@@ -183,21 +255,27 @@ def plan(paths: Sequence[str | Path], fmt: str | None = None) -> list[tuple[Path
             continue
         if f.parent.name == "jobscripts":  # batch scripts ride on their jobs' submit events
             continue
-        out.append((f, src, fmt or detect_format(f)))
+        out.append((f, src, fmt or detect_format(f, sacct)))
     return out
 
 
-def iter_recorded(paths: Sequence[str | Path], fmt: str | None = None,
-                  topics: TopicSettings | None = None) -> Iterator[RawMessage | Rejected]:
-    """Raw messages of recorded files merged by record time (rejected records in between)."""
+def iter_recorded(paths: Sequence[str | Path], fmt: str | None = None, topics: TopicSettings | None = None,
+                  ipmi: IpmiInput | None = None, sacct: SacctDialect | None = None,
+                  limit: int | None = None) -> Iterator[RawMessage | Rejected]:
+    """Raw messages of recorded files merged by record time (rejected records in between).
+
+    ``sacct``: the dialect of the sacct dumps (default: the ``[sacct]`` settings);
+    ``limit``: read only the first N per-node logs of each archive.
+    """
     topics = topics or TopicSettings()
+    sacct = sacct or SacctDialect.from_settings()
     streams = []
-    for i, (f, src, f_fmt) in enumerate(plan(paths, fmt)):
+    for i, (f, src, f_fmt) in enumerate(plan(paths, fmt, sacct)):
         if f_fmt is None:
             streams.append(iter([(float("-inf"), i, 0, Rejected(src, None, "unknown_format",
                                                                  "not a recognised telemetry format; skipped", ""))]))
             continue
-        streams.append(_timed(_file_messages(f, src, f_fmt, topics), i))
+        streams.append(_timed(_file_messages(f, src, f_fmt, topics, ipmi, sacct, limit), i))
     for _, _, _, item in heapq.merge(*streams):
         yield item
 
@@ -215,7 +293,7 @@ def _topics_for(planned: list[tuple[Path, str, str | None]], topics: TopicSettin
     names = {topics.name("dlq")}
     for f, _, fmt in planned:
         if fmt == "store_csv":
-            names.add(topics.ldms(f.name.split(".")[0]))
+            names.add(ldms_topic(f.name.split(".")[0], topics))
         elif fmt == "sacct":
             names.add(topics.name("raw.slurm"))
         elif fmt == "probes":
@@ -235,11 +313,13 @@ def pace_delay(record_time: float, first_time: float, speed: float, elapsed_s: f
 
 
 def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSettings, speed: float | None = None,
-           progress: bool = True, fmt: str | None = None) -> dict[str, Any]:
+           progress: bool = True, fmt: str | None = None, ipmi: IpmiInput | None = None,
+           sacct: SacctDialect | None = None, limit: int | None = None) -> dict[str, Any]:
     """Publish recorded files to Kafka; returns counts per topic and errors per kind.
 
     ``speed=None`` publishes as fast as possible; ``speed=X`` paces messages at X×
-    real time by record time.  Rejected records go to ``<prefix>.dlq`` as
+    real time by record time, from the first telemetry record on (Slurm job events
+    before it are published at once).  Rejected records go to ``<prefix>.dlq`` as
     ``DeadLetter`` JSON.
     """
     from kafka import KafkaProducer
@@ -248,7 +328,7 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
 
     if speed is not None and speed <= 0:
         raise ValueError("speed must be positive (or None for maximum speed)")
-    planned = plan(paths, fmt)
+    planned = plan(paths, fmt, sacct)
     ensure_topics(kafka, _topics_for(planned, topics), topics.partitions, topics.replication)
     # retries with one request in flight: a transient broker error neither loses nor reorders records
     producer = KafkaProducer(**kafka_python_config(kafka), linger_ms=20, batch_size=256 * 1024,
@@ -267,10 +347,11 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
     published: dict[str, int] = {}
     errors: dict[str, int] = {}
     t_first = None
+    telemetry = any(f_fmt not in (None, "sacct") for _, _, f_fmt in planned)  # else job events set the pace
     wall0 = _time.monotonic()
     bar = _progress(progress)
     try:
-        for item in iter_recorded(paths, fmt, topics):
+        for item in iter_recorded(paths, fmt, topics, ipmi, sacct, limit):
             if isinstance(item, Rejected):
                 errors[item.kind] = errors.get(item.kind, 0) + 1
                 letter = item.dead_letter(_time.time())
@@ -279,10 +360,14 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
                 published[dlq] = published.get(dlq, 0) + 1
                 continue
             if speed is not None:
-                t_first = item.time if t_first is None else t_first
-                ahead = pace_delay(item.time, t_first, speed, _time.monotonic() - wall0)
-                if ahead > 0:
-                    _time.sleep(ahead)
+                if t_first is None and (item.kind != "slurm" or not telemetry):
+                    # the clock starts at the first telemetry record: job events before it (running jobs
+                    # submitted hours earlier) go out at once instead of idling through their history
+                    t_first, pace0 = item.time, _time.monotonic()
+                if t_first is not None:
+                    ahead = pace_delay(item.time, t_first, speed, _time.monotonic() - pace0)
+                    if ahead > 0:
+                        _time.sleep(ahead)
             producer.send(item.topic, key=item.key.encode(), value=json.dumps(item.value).encode()).add_errback(
                 on_error(item.topic))
             published[item.topic] = published.get(item.topic, 0) + 1
@@ -315,18 +400,50 @@ def _progress(enabled: bool):
     return prog, prog.add_task("replay", total=None)
 
 
-def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: SensorMapping | None = None) -> dict:
-    """Parse and decode everything without a broker; counts of records, samples and errors."""
+def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: SensorMapping | None = None,
+            limit: int | None = None, progress=None, ipmi: IpmiInput | None = None,
+            sacct: SacctDialect | None = None) -> dict:
+    """Parse and decode everything without a broker; counts of records, samples, errors and IPMI coverage.
+
+    ``coverage`` covers the IPMI canonical sensors (one node-step per poll), grouped
+    by BMC family (``sensors.toml`` ``[families]``); archives of per-node ``ipmitool sdr``
+    logs are scanned with :func:`~hpcguard.connectors.fasrc.scan_sdr_log`, ``limit``
+    files each (their ``records`` count every poll, answered or not; elsewhere a poll
+    that printed nothing makes no record).  ``progress(n_files)`` is called after every
+    archive member.
+    """
     mapping = mapping or SensorMapping.load()
     ldms = LdmsDecoder(mapping)
+    coverage = SensorCoverage(sensors=tuple(mapping.ipmi))
     ipmi_stats: dict[str, int] = {}
     records: dict[str, int] = {}
     samples: dict[str, int] = {}
     errors: dict[str, int] = {}
     topics = TopicSettings()
-    planned = plan(paths, fmt)
+    planned = plan(paths, fmt, sacct)
     started = _time.monotonic()
-    for item in iter_recorded(paths, fmt, topics):
+    sensor_lines = 0
+    archives = [(f, src) for f, src, f_fmt in planned if f_fmt == "sdr-archive"]
+    ipmi = ipmi or IpmiInput()
+    cache = SdrLineCache(mapping, ipmi.time_line)
+    for f, src in archives:
+        for member, node, text in iter_archive_logs(f, limit):
+            scan = scan_sdr_log(text, node, cache, f"{src}:{member}")
+            add_scan_coverage(scan, cache, coverage)
+            sensor_lines += scan.lines
+            for r in scan.rejected:
+                errors[r.kind] = errors.get(r.kind, 0) + 1
+            for k, n in scan.stats.items():
+                if k != "used":
+                    ipmi_stats[k] = ipmi_stats.get(k, 0) + n
+            records["ipmi"] = records.get("ipmi", 0) + scan.times.size
+            produced = int(np.unique(scan.poll).size)
+            if produced:
+                samples["ipmi"] = samples.get("ipmi", 0) + produced
+            if progress is not None:
+                progress(1)
+    rest = [f for f, _, f_fmt in planned if f_fmt != "sdr-archive"]
+    for item in iter_recorded(rest, fmt, topics, ipmi, sacct) if rest else ():
         if isinstance(item, Rejected):
             errors[item.kind] = errors.get(item.kind, 0) + 1
             continue
@@ -336,7 +453,8 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
             if kind.startswith("ldms:"):
                 produced = 0 if ldms.decode(kind[5:], item.value) is None else 1
             elif kind == "ipmi":
-                produced = len(decode_ipmi_envelope(item.value, mapping, ipmi_stats))
+                produced = len(decode_ipmi_envelope(item.value, mapping, ipmi_stats, coverage))
+                sensor_lines += item.value["text"].count("\n")
             elif kind == "probes":
                 produced = 1  # already checked by the reader
             else:
@@ -347,6 +465,10 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
             continue
         if produced:
             samples[kind] = samples.get(kind, 0) + produced
+    elapsed = _time.monotonic() - started
+    report = coverage.report()
     return {"records": records, "samples": samples, "errors": errors, "files": len(planned),
-            "counters": ldms.counter_stats(), "ipmi": ipmi_stats,
-            "elapsed_s": round(_time.monotonic() - started, 3)}
+            "counters": ldms.counter_stats(), "ipmi": ipmi_stats, "sensor_lines": sensor_lines,
+            "sensor_lines_per_s": round(sensor_lines / elapsed, 1) if elapsed > 0 else None,
+            "mapping_digest": mapping.digest,
+            "coverage": report, "coverage_warnings": coverage.warnings(), "elapsed_s": round(elapsed, 3)}

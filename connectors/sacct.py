@@ -1,12 +1,23 @@
-"""Slurm accounting (``sacct --parsable2``) → job records and lifecycle events.
+"""Slurm accounting (``sacct``) → job records and lifecycle events.
 
 :func:`read_sacct` yields one job record per allocation row (steps such as
-``123.batch`` or ``123.0`` are skipped); :func:`job_events` cuts a record into raw
-``submit``/``start``/``end`` envelopes (``docs/formats.md``, "Raw transport");
+``123.batch`` or ``123.0`` are counted, not yielded); :func:`job_events` cuts a record
+into raw ``submit``/``start``/``end`` envelopes (``docs/formats.md``, "Raw transport");
 :func:`decode_slurm_envelope` turns an envelope into the fields of
 ``streams.records.JobEvent``.  An event carries only what was known at its time:
 a ``submit`` has no nodes, start or end; a ``start`` has no end; its ``state`` is
 ``PENDING``/``RUNNING``/the final state.
+
+Columns are found by name, so any ``--format`` list works (``--format=ALL`` too) as
+long as it has ``JobID`` (or ``JobIDRaw``) and ``State``; ``Submit``/``Start``/``End``,
+``NodeList``, ``NNodes`` (or ``AllocNodes``, or ``node=`` of ``AllocTRES``),
+``Timelimit``, ``User``, ``Partition``, ``JobName`` and ``ExitCode`` are used when
+present.  A :class:`SacctDialect` says how the text was written: the delimiter
+(``-P``/``-p`` use ``|``; ``-p`` adds a trailing one, recognised by itself), the
+column list of ``--noheader`` output, and the time zone of times printed without an
+offset (sacct prints local time unless ``SLURM_TIME_FORMAT`` has ``%z``).  Times with
+an offset (``2023-02-21T14:37:02+0100``) and epoch seconds (``SLURM_TIME_FORMAT=%s``)
+are taken as written.
 
 Example
 -------
@@ -20,35 +31,98 @@ Example
 >>> ev = decode_slurm_envelope(job_events({**rec, "header": header, "line": line, "source": "s:2"})[1])
 >>> ev["event"], ev["state"], ev["num_nodes"]
 ('start', 'RUNNING', 2)
+>>> london = SacctDialect(timezone="Europe/London")
+>>> parse_slurm_time("2020-06-30T13:41:41", tz=london.timezone), parse_slurm_time("2023-02-21T14:37:02+0100")
+(1593520901.0, 1676986622.0)
 """
 from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from hpcguard.connectors.errors import ParseError, Rejected
 from hpcguard.connectors.hostlist import expand_hostlist
 
 FORMAT = "sacct-parsable2"
-REQUIRED = ("JobID", "Submit", "Start", "End", "State")
+JOB_ID_COLUMNS = ("JobID", "JobIDRaw")  # the first one present names the job
+REQUIRED = ("State",)
 EVENTS = ("submit", "start", "end")
 _JOB_ID = re.compile(r"\d+(?:_\d+|_\[[0-9,\-%]+\])?(?:\+\d+)?")
 _STEP = re.compile(r"\d+(?:_\d+|_\[[0-9,\-%]+\])?(?:\+\d+)?\.\S+")
 _LIMIT = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+_TRES_NODES = re.compile(r"(?:^|,)node=(\d+)(?:,|$)")
+_NO_TIME = ("", "Unknown", "None", "N/A")
 
 
-def parse_slurm_time(text: str, field: str = "time") -> float | None:
-    """Epoch seconds of ``YYYY-MM-DDTHH:MM:SS`` (UTC); ``None`` for ``Unknown``/``None``/empty."""
-    s = text.strip()
-    if s in ("", "Unknown", "None", "N/A"):
-        return None
+@dataclass(frozen=True)
+class SacctDialect:
+    """How a sacct dump was written (settings section ``[sacct]``).
+
+    Parameters
+    ----------
+    delimiter
+        Field separator (``sacct --delimiter``; ``|`` for ``-P``/``-p``).
+    timezone
+        IANA zone of times printed without an offset (sacct's local time).
+    columns
+        Column names of ``--noheader`` output (``--format`` order); empty when the
+        file starts with its header line.
+    """
+
+    delimiter: str = "|"
+    timezone: str = "UTC"
+    columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.delimiter or self.delimiter in "\r\n":
+            raise ValueError(f"sacct delimiter must be a non-empty string without newlines, got {self.delimiter!r}")
+        zone(self.timezone)
+
+    @classmethod
+    def from_settings(cls, settings=None) -> "SacctDialect":
+        """The dialect of the ``[sacct]`` settings (``HPCGUARD_SACCT__TIMEZONE`` ...)."""
+        if settings is None:
+            from hpcguard.settings import Settings
+
+            settings = Settings.load()
+        s = settings.sacct
+        return cls(delimiter=s.delimiter, timezone=s.timezone, columns=tuple(s.columns))
+
+
+@lru_cache(maxsize=64)
+def zone(name: str) -> ZoneInfo:
+    """The IANA time zone ``name``; ParseError (``bad_config``) naming it when unknown."""
     try:
-        return datetime.fromisoformat(s).replace(tzinfo=timezone.utc).timestamp()
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ParseError("bad_config", f"unknown time zone {name!r} ([sacct] timezone): use an IANA name such as "
+                         "UTC or Europe/London") from None
+
+
+def parse_slurm_time(text: str, field: str = "time", tz: str = "UTC") -> float | None:
+    """Epoch seconds of a sacct time; ``None`` for ``Unknown``/``None``/empty.
+
+    ``YYYY-MM-DDTHH:MM:SS`` is local time in ``tz``; a trailing offset (``+0100``,
+    ``+01:00``, ``Z``) wins; plain digits are epoch seconds (``SLURM_TIME_FORMAT=%s``).
+    """
+    s = text.strip()
+    if s in _NO_TIME:
+        return None
+    if s.isdigit():
+        return float(s)
+    try:
+        t = datetime.fromisoformat(s)
     except ValueError:
-        raise ParseError("bad_time", f"{field} {s!r} is not YYYY-MM-DDTHH:MM:SS") from None
+        raise ParseError("bad_time", f"{field} {s!r} is not YYYY-MM-DDTHH:MM:SS[+HHMM] or epoch seconds") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=zone(tz))
+    return t.timestamp()
 
 
 def parse_timelimit(text: str) -> float | None:
@@ -77,32 +151,61 @@ def parse_timelimit(text: str) -> float | None:
     return float(parts[0] * 3600 + parts[1] * 60 + parts[2])
 
 
-def parse_sacct_row(header: str, line: str, source: str = "", line_no: int | None = None) -> dict:
-    """Job fields of one ``--parsable2`` row under ``header``; ParseError when malformed."""
-    cols = header.rstrip("\r\n").split("|")
-    fields = line.rstrip("\r\n").split("|")
-    if len(fields) != len(cols):
-        raise ParseError("bad_row", f"expected {len(cols)} '|'-separated fields, got {len(fields)}", line_no, source)
-    row = dict(zip(cols, fields))
-    missing = [c for c in REQUIRED if c not in row]
+def header_columns(header: str, delimiter: str = "|", source: str = "", line_no: int | None = 1) -> list[str]:
+    """Column names of a sacct header line (``-p``'s trailing delimiter dropped); ParseError when unusable."""
+    cols = [c.strip() for c in header.rstrip("\r\n").split(delimiter)]
+    if len(cols) > 1 and cols[-1] == "":
+        cols.pop()  # sacct -p ends every line with the delimiter
+    if not any(c in cols for c in JOB_ID_COLUMNS):
+        raise ParseError("bad_header", f"sacct header has no JobID or JobIDRaw column (delimiter {delimiter!r}), "
+                         f"got {header[:80]!r}", line_no, source)
+    missing = [c for c in REQUIRED if c not in cols]
     if missing:
         raise ParseError("bad_header", f"sacct header lacks {', '.join(missing)}", line_no, source)
-    job_id = row["JobID"].strip()
-    if not _JOB_ID.fullmatch(job_id):
-        raise ParseError("bad_row", f"JobID {job_id!r} is not a Slurm job id", line_no, source)
+    if len(set(cols)) != len(cols):
+        raise ParseError("bad_header", "duplicate column names in sacct header", line_no, source)
+    return cols
+
+
+def _fields(line: str, n_cols: int, delimiter: str, source: str, line_no: int | None) -> list[str]:
+    fields = line.rstrip("\r\n").split(delimiter)
+    if len(fields) == n_cols + 1 and fields[-1] == "":
+        fields.pop()  # -p's trailing delimiter
+    if len(fields) != n_cols:
+        raise ParseError("bad_row", f"{len(fields)} {delimiter!r}-separated fields under a {n_cols}-column header: "
+                         "a record broken across lines, or a header that does not describe the rows "
+                         "(set [sacct] columns for --noheader output)", line_no, source)
+    return fields
+
+
+def _num_nodes(row: Mapping[str, str], nodes: list[str]) -> int:
+    for col in ("NNodes", "AllocNodes"):
+        text = row.get(col, "").strip()
+        if text:
+            return int(text)
+    m = _TRES_NODES.search(row.get("AllocTRES", ""))
+    return int(m.group(1)) if m else len(nodes)
+
+
+def parse_sacct_fields(row: Mapping[str, str], source: str = "", line_no: int | None = None,
+                       tz: str = "UTC") -> dict:
+    """Job fields of one row given as ``{column: text}``; steps parse too (``job_id`` ``123.batch``)."""
+    id_col = next(c for c in JOB_ID_COLUMNS if c in row)
+    job_id = row[id_col].strip()
+    if not (_JOB_ID.fullmatch(job_id) or _STEP.fullmatch(job_id)):
+        raise ParseError("bad_row", f"{id_col} {job_id!r} is not a Slurm job id", line_no, source)
     try:
         nodes = expand_hostlist(row.get("NodeList", ""))
-        num_nodes = int(row["NNodes"]) if row.get("NNodes", "").strip() else len(nodes)
         rec = {
             "job_id": job_id,
             "name": row.get("JobName", ""),
             "user": row.get("User", ""),
             "partition": row.get("Partition", ""),
-            "num_nodes": num_nodes,
+            "num_nodes": _num_nodes(row, nodes),
             "nodes": nodes,
-            "submit_time": parse_slurm_time(row["Submit"], "Submit"),
-            "start_time": parse_slurm_time(row["Start"], "Start"),
-            "end_time": parse_slurm_time(row["End"], "End"),
+            "submit_time": parse_slurm_time(row.get("Submit", ""), "Submit", tz),
+            "start_time": parse_slurm_time(row.get("Start", ""), "Start", tz),
+            "end_time": parse_slurm_time(row.get("End", ""), "End", tz),
             "time_limit_s": parse_timelimit(row.get("Timelimit", "")),
             "state": row["State"].split(" ")[0],  # "CANCELLED by 1000" → CANCELLED
             "exit_code": row.get("ExitCode") or None,
@@ -110,7 +213,18 @@ def parse_sacct_row(header: str, line: str, source: str = "", line_no: int | Non
     except ParseError as exc:
         raise ParseError(exc.kind, exc.reason, line_no, source) from None
     except ValueError:
-        raise ParseError("bad_number", f"NNodes {row.get('NNodes')!r} is not an integer", line_no, source) from None
+        raise ParseError("bad_number", f"node count {row.get('NNodes', row.get('AllocNodes'))!r} is not an integer",
+                         line_no, source) from None
+    return rec
+
+
+def parse_sacct_row(header: str, line: str, source: str = "", line_no: int | None = None,
+                    delimiter: str = "|", tz: str = "UTC") -> dict:
+    """Job fields of one row under ``header`` (both as sacct wrote them); ParseError when malformed or a step."""
+    cols = header_columns(header, delimiter, source, line_no)
+    rec = parse_sacct_fields(dict(zip(cols, _fields(line, len(cols), delimiter, source, line_no))), source, line_no, tz)
+    if is_step(rec["job_id"]):
+        raise ParseError("bad_row", f"{rec['job_id']!r} is a job step, not a job", line_no, source)
     return rec
 
 
@@ -119,35 +233,51 @@ def is_step(job_id: str) -> bool:
     return _STEP.fullmatch(job_id.strip()) is not None
 
 
-def read_sacct(path: str | Path, source: str | None = None) -> Iterator[dict | Rejected]:
-    """Job records of a ``sacct --parsable2`` file (header line first), or :class:`Rejected`.
+def read_sacct(path: str | Path, source: str | None = None, dialect: SacctDialect | None = None,
+               stats: dict | None = None) -> Iterator[dict | Rejected]:
+    """Job records of a sacct dump, or :class:`Rejected` for rows that cannot be used.
 
-    A record holds the fields of :func:`parse_sacct_row` plus ``header``, ``line``
-    and ``source`` (``<file>:<line>``).
+    The file starts with its header line, unless ``dialect.columns`` names the
+    columns (``--noheader``); then a first line that starts with ``JobID`` or
+    ``JobIDRaw`` is the file's own header and is skipped.  A record holds the fields of
+    :func:`parse_sacct_row` plus ``header``, ``line``, ``source`` (``<file>:<line>``),
+    ``delimiter`` and ``tz``.  ``stats`` (if given) counts ``jobs``, ``steps`` and
+    ``rejected``.  ``dialect`` defaults to the ``[sacct]`` settings.
     """
     p = Path(path)
     src = source or str(p)
-    with open(p) as fh:
-        header = fh.readline().rstrip("\r\n")
-        if "|" not in header or not header.startswith("JobID"):
-            raise ParseError("bad_header", f"sacct --parsable2 output must start with a 'JobID|...' header, "
-                             f"got {header[:80]!r}", 1, src)
-        cols = header.split("|")
-        missing = [c for c in REQUIRED if c not in cols]
-        if missing:
-            raise ParseError("bad_header", f"sacct header lacks {', '.join(missing)}", 1, src)
-        for i, line in enumerate(fh, start=2):
+    d = dialect or SacctDialect.from_settings()
+    counts = stats if stats is not None else {}
+    for key in ("jobs", "steps", "rejected"):
+        counts.setdefault(key, 0)
+    with open(p, newline="") as fh:
+        if d.columns:
+            header = d.delimiter.join(d.columns)
+            cols = header_columns(header, d.delimiter, "[sacct] columns", None)
+            first_line = 1
+        else:
+            header = fh.readline().rstrip("\r\n")
+            cols = header_columns(header, d.delimiter, src, 1)
+            first_line = 2
+        id_col = next(c for c in JOB_ID_COLUMNS if c in cols)
+        for i, line in enumerate(fh, start=first_line):
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue
-            if is_step(line.split("|", 1)[0]):
-                continue
+            if d.columns and i == 1 and line.split(d.delimiter, 1)[0].strip() in JOB_ID_COLUMNS:
+                continue  # the file's own header line above --noheader-style rows
             try:
-                rec = parse_sacct_row(header, line, src, i)
+                row = dict(zip(cols, _fields(line, len(cols), d.delimiter, src, i)))
+                if is_step(row[id_col]):
+                    counts["steps"] += 1
+                    continue
+                rec = parse_sacct_fields(row, src, i, d.timezone)
             except ParseError as exc:
+                counts["rejected"] += 1
                 yield exc.rejected(line)
                 continue
-            rec.update(header=header, line=line, source=f"{src}:{i}")
+            counts["jobs"] += 1
+            rec.update(header=header, line=line, source=f"{src}:{i}", delimiter=d.delimiter, tz=d.timezone)
             yield rec
 
 
@@ -157,8 +287,12 @@ def job_events(record: Mapping) -> list[dict]:
     for event, key in (("submit", "submit_time"), ("start", "start_time"), ("end", "end_time")):
         t = record.get(key)
         if t is not None:
-            out.append({"format": FORMAT, "header": record["header"], "line": record["line"], "event": event,
-                        "time": t, "source": record.get("source", "")})
+            env = {"format": FORMAT, "header": record["header"], "line": record["line"], "event": event,
+                   "time": t, "source": record.get("source", "")}
+            for opt, default in (("delimiter", "|"), ("tz", "UTC")):  # only when not the default: old envelopes stay
+                if record.get(opt, default) != default:
+                    env[opt] = record[opt]
+            out.append(env)
     return out
 
 
@@ -178,7 +312,14 @@ def decode_slurm_envelope(env: Mapping) -> dict:
         raise ParseError("bad_row", f"event {event!r} is not one of {EVENTS}", line_no, src)
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         raise ParseError("bad_time", f"event time {t!r} is not a finite number", line_no, src)
-    rec = parse_sacct_row(header, row_line, src, line_no)
+    delimiter, tz = env.get("delimiter", "|"), env.get("tz", "UTC")
+    if not isinstance(delimiter, str) or not delimiter or not isinstance(tz, str):
+        raise ParseError("bad_row", "envelope delimiter and tz must be non-empty strings", line_no, src)
+    try:
+        zone(tz)
+    except ValueError as exc:
+        raise ParseError("bad_time", str(exc), line_no, src) from None
+    rec = parse_sacct_row(header, row_line, src, line_no, delimiter, tz)
     ev = {"job_id": rec["job_id"], "event": event, "time": float(t), "nodes": rec["nodes"],
           "num_nodes": rec["num_nodes"], "user": rec["user"], "partition": rec["partition"], "name": rec["name"],
           "state": rec["state"], "time_limit_s": rec["time_limit_s"], "submit_time": rec["submit_time"],

@@ -20,6 +20,9 @@ kind to Slurm operations and verifies the effect by reading state back:
 - ``delay``: ``scontrol hold JOBID`` (pending jobs only); verified: ``Priority=0``.
 - ``release``: ``scontrol release JOBID`` (held jobs only); verified: ``Priority>0``.
 
+``SlurmAdapter.verify(action, claimed_at)`` tells ``Governor.reconcile`` what an interrupted
+attempt did (and finishes an interrupted ``migrate``).
+
 Example
 -------
 >>> parse_time_limit("1-02:30")
@@ -45,6 +48,7 @@ from hpcguard.connectors.hostlist import expand_hostlist
 from hpcguard.connectors.validation import ValidatedAction, ValidationError, validate_action, validate_signal
 
 TOOLS = frozenset({"scontrol", "scancel", "squeue", "sinfo", "sbatch", "sacct"})
+REQUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING"})
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=")
 
 
@@ -339,6 +343,108 @@ class SlurmAdapter:
             status, detail = "failed", f"{type(err).__name__}: {err}"
         return AckResult(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
                          nodes=list(va.nodes), detail=detail, output=run.output)
+
+    # -- after an interruption
+    def verify(self, action: Mapping[str, Any], claimed_at: float) -> AckResult:
+        """Tell from Slurm's state what an interrupted attempt of ``action`` did (``Governor.reconcile``).
+
+        ``drain``/``resume``/``delay``/``release``/``reschedule`` read node or job state back;
+        ``migrate`` interrupted after its drain completes the requeue (after what is left of the
+        grace period) or, when the job cannot be requeued any more, resumes the nodes this
+        action drained — only those whose reason names this action id; ``checkpoint`` leaves
+        no trace in Slurm: ``unknown``.
+        """
+        va = validate_action(action)
+        run = _Run()
+        try:
+            status, detail = getattr(self, f"_verify_{va.kind}")(va, run, claimed_at)
+        except (OSError, ValueError) as err:
+            status, detail = "unknown", f"could not read Slurm: {type(err).__name__}: {err}"
+        return AckResult(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
+                         nodes=list(va.nodes), detail=detail, output=run.output)
+
+    def _ours(self, va: ValidatedAction, info: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Nodes drained with this action's own reason."""
+        mark = f"{self.reason_prefix} {va.action_id}:"
+        return [n for n in va.nodes if "DRAIN" in info.get(n, {}).get("flags", ()) and
+                info[n]["reason"].startswith(mark)]
+
+    def _verify_drain(self, va: ValidatedAction, run: _Run, claimed_at: float) -> tuple[str, str]:
+        info = self.node_info(va.nodes)
+        ours = self._ours(va, info)
+        undrained = [n for n in va.nodes if "DRAIN" not in info.get(n, {}).get("flags", ())]
+        state = _nodes_text(info, va.nodes)
+        if ours and not undrained:
+            return "applied", f"drained by this action: {state}"
+        if not ours and undrained:
+            return "failed", f"not drained by this action (interrupted before scontrol update): {state}"
+        if not ours:
+            return "skipped", f"all nodes were already drained by others: {state}"
+        return "unknown", f"partly drained: {state}"
+
+    def _verify_resume(self, va: ValidatedAction, run: _Run, claimed_at: float) -> tuple[str, str]:
+        info = self.node_info(va.nodes)
+        drained = [n for n in va.nodes if "DRAIN" in info.get(n, {}).get("flags", {"DRAIN"})]
+        return ("failed" if drained else "applied"), _nodes_text(info, va.nodes)
+
+    def _verify_checkpoint(self, va: ValidatedAction, run: _Run, claimed_at: float) -> tuple[str, str]:
+        return "unknown", "a checkpoint signal leaves no trace in Slurm: ask the job's checkpoint library"
+
+    def _verify_delay(self, va: ValidatedAction, run: _Run, claimed_at: float) -> tuple[str, str]:
+        job = self.job_info(va.job_id)
+        if job is None:
+            return "unknown", f"job {va.job_id} not found"
+        if job["priority"] == 0:
+            return "applied", f"job {va.job_id} is held: {job['state']}, Priority=0"
+        return ("failed" if job["state"] == "PENDING" else "unknown"), f"job {va.job_id} is {job['state']}, not held"
+
+    def _verify_release(self, va: ValidatedAction, run: _Run, claimed_at: float) -> tuple[str, str]:
+        job = self.job_info(va.job_id)
+        if job is None:
+            return "unknown", f"job {va.job_id} not found"
+        if job["priority"] == 0:
+            return "failed", f"job {va.job_id} is still held"
+        return "applied", f"job {va.job_id} is {job['state']}, Priority={job['priority']}"
+
+    def _verify_reschedule(self, va: ValidatedAction, run: _Run, claimed_at: float) -> tuple[str, str]:
+        job = self.job_info(va.job_id)
+        if job is None:
+            return "unknown", f"job {va.job_id} not found"
+        text = f"job {va.job_id} is {job['state']}, Restarts={job['restarts']}"
+        if job["state"] in REQUEUED_STATES:
+            return "applied", text
+        if job["state"] == "RUNNING" and job["restarts"] == 0:
+            return "failed", text + ": it was not requeued"
+        return "unknown", text
+
+    def _verify_migrate(self, va: ValidatedAction, run: _Run, claimed_at: float) -> tuple[str, str]:
+        job = self.job_info(va.job_id)
+        info = self.node_info(va.nodes) if va.nodes else {}
+        ours = self._ours(va, info)
+        state = "gone" if job is None else job["state"]
+        if job is not None and job["state"] in REQUEUED_STATES and (ours or not va.nodes):
+            return "applied", f"job {va.job_id} is {state} (Restarts={job['restarts']}) and {_nodes_text(info, ours)}" \
+                              f": the migrate had completed"
+        on_suspects = job is not None and job["state"] == "RUNNING" and set(job["nodes"]) & set(va.nodes)
+        if job is not None and job["state"] == "RUNNING" and not on_suspects:
+            return "applied", f"job {va.job_id} runs on {','.join(job['nodes'])}, off {','.join(va.nodes)}"
+        if on_suspects and (ours or not va.nodes):
+            # interrupted between the drain and the requeue (the grace period): finish it
+            left = claimed_at + self.migrate_grace_s - time.time()
+            if left > 0:
+                self.sleep(left)
+            status, detail = self._requeue(va, run, job, hold=False)
+            return status, f"completed the interrupted migrate: {detail}"
+        if on_suspects:
+            return "failed", f"job {va.job_id} still runs on {','.join(va.nodes)} and nothing was drained: " \
+                             f"interrupted before any change"
+        if ours:  # the job cannot be requeued any more: do not leave our drain behind
+            res = run.add(self.runner.run("scontrol", "update", f"NodeName={','.join(ours)}", "State=RESUME"))
+            undone = "undid this action's drain of " + ",".join(ours) if res.ok else \
+                f"could not undo the drain of {','.join(ours)}: {res.stderr.strip()}"
+            return ("failed" if res.ok else "unknown"), (f"job {va.job_id} is {state}, so it cannot be requeued; "
+                                                         f"{undone}")
+        return "failed", f"job {va.job_id} is {state} and no node carries this action's drain"
 
     def slurm_reason(self, va: ValidatedAction) -> str:
         return f"{self.reason_prefix} {va.action_id}: {va.reason_text}"

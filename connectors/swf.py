@@ -128,29 +128,60 @@ def load_swf(path: Union[str, os.PathLike]) -> SwfWorkload:
 
 
 def trace_stats(wl: SwfWorkload, nodes: Optional[int] = None, idle_fraction: float = 0.02) -> dict:
-    """Utilization and idle-node statistics of a trace as recorded (FARS Tab. 2).
+    """Load, utilization and idle-node statistics of a trace (FARS Tab. 2), never of an impossible schedule.
 
-    Jobs occupy ``size`` nodes from ``submit + max(wait, 0)`` for ``runtime`` seconds.
-    ``p_idle_2pct`` is the fraction of the trace's time span (first start to last end)
-    during which at least ``idle_fraction`` of the nodes are idle.
+    ``offered_load`` is the demanded node-seconds over ``nodes`` × the span from the
+    first submit to the last ``submit + wait + runtime`` (unknown waits as 0): what the
+    jobs ask of the machine, whatever the schedule.  The schedule statistics
+    (``utilization``, ``p_idle_2pct`` — the fraction of the span with at least
+    ``idle_fraction`` of the nodes idle — and ``max_concurrent_busy``) describe the
+    recorded schedule, jobs running from ``submit + wait`` for ``runtime``; they are
+    given only when every wait is known (SWF ``-1`` means unknown, not 0) and the
+    schedule fits the machine.  Otherwise they are ``None`` and ``schedule`` says why:
+    ``unknown_waits`` or ``over_capacity`` (``peak_demand_nodes`` then shows by how much).
+
+    >>> import io
+    >>> wl = parse_swf(io.StringIO("; MaxNodes: 2\\n1 0 -1 10 2 -1 -1 2 -1 -1 1 1 1 -1 -1 -1 -1 -1\\n"
+    ...                            "2 5 -1 10 2 -1 -1 2 -1 -1 1 1 1 -1 -1 -1 -1 -1\\n"))
+    >>> s = trace_stats(wl)
+    >>> s["schedule"], s["utilization"], round(s["offered_load"], 3)   # 40 node-s asked of 2 nodes × 15 s
+    ('unknown_waits', None, 1.333)
     """
     n_nodes = int(nodes or wl.max_nodes or int(wl.size.max()))
     if n_nodes <= 0:
         raise ValueError("number of nodes must be positive")
-    start = wl.submit + np.maximum(wl.wait, 0.0)
+    if len(wl) == 0:
+        raise ValueError("the trace has no job with a positive runtime and size")
+    known = wl.wait >= 0
+    start = wl.submit + np.where(known, wl.wait, 0.0)
     end = start + wl.runtime
-    t0, t1 = float(start.min()), float(end.max())
+    t0, t1 = float(wl.submit.min()), float(end.max())
     span = max(t1 - t0, 1e-9)
+    work = float((wl.runtime * np.minimum(wl.size, n_nodes)).sum())
     times = np.concatenate([start, end])
     delta = np.concatenate([wl.size, -wl.size]).astype(float)
     order = np.lexsort((delta, times))   # ends (negative) before starts at equal times
     times, delta = times[order], delta[order]
     busy = np.cumsum(delta)
+    peak = float(busy.max())
+    out = {"jobs": len(wl) + wl.skipped, "nodes": n_nodes, "span_days": span / 86400.0,
+           "offered_load": work / (n_nodes * span), "mean_runtime_s": float(wl.runtime.mean()),
+           "mean_size": float(wl.size.mean()), "simulated_jobs": len(wl), "skipped": wl.skipped,
+           "unknown_waits": int((~known).sum()), "schedule": "recorded", "utilization": None, "p_idle_2pct": None,
+           "max_concurrent_busy": None, "peak_demand_nodes": None, "note": ""}
+    if not known.all():
+        out.update(schedule="unknown_waits", note=f"{out['unknown_waits']} of {len(wl)} jobs have an unknown wait "
+                   "time (-1): the schedule is not in the trace, so only the offered load is reported")
+        return out
+    if peak > n_nodes:
+        out.update(schedule="over_capacity", peak_demand_nodes=peak,
+                   note=f"the recorded schedule needs {peak:.0f} nodes at once on a {n_nodes}-node machine; "
+                        "only the offered load is reported")
+        return out
+    s0 = float(start.min())
+    sched_span = max(t1 - s0, 1e-9)
     dt = np.diff(np.append(times, t1))
     idle = n_nodes - busy
-    p_idle = float(dt[idle >= idle_fraction * n_nodes].sum() / span)
-    util = float((wl.runtime * np.minimum(wl.size, n_nodes)).sum() / (n_nodes * span))
-    return {"jobs": len(wl) + wl.skipped, "nodes": n_nodes, "span_days": span / 86400.0, "utilization": util,
-            "p_idle_2pct": p_idle, "mean_runtime_s": float(wl.runtime.mean()), "mean_size": float(wl.size.mean()),
-            "max_concurrent_busy": float(busy.max()) if busy.size else 0.0, "simulated_jobs": len(wl),
-            "skipped": wl.skipped}
+    out.update(utilization=work / (n_nodes * sched_span),
+               p_idle_2pct=float(dt[idle >= idle_fraction * n_nodes].sum() / sched_span), max_concurrent_busy=peak)
+    return out

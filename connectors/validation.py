@@ -1,4 +1,5 @@
-"""Strict patterns for every value that reaches a scheduler command.
+"""Strict patterns for every value that reaches a scheduler command, and the door
+every record passes before it touches worker state.
 
 Anything an adapter passes to ``scontrol``/``scancel`` or a site executable is checked
 here first; a value that does not match is refused with a ``ValidationError`` naming
@@ -17,13 +18,32 @@ Example
 nodes
 >>> validate_action({"action_id": "a1", "kind": "drain", "nodes": ["n1"], "reason": {"text": "fan failing"}}).reason_text
 'fan failing'
+
+The door (see "The door" below) applies the same id rules to every input record:
+
+>>> limits = DoorLimits()
+>>> rec = safe_loads(b'{"node": "n001", "time": 1679682808.0, "source": "ipmi", "values": {"cpu_temp": 51.0}}',
+...                  max_bytes=limits.max_bytes, max_depth=limits.max_depth)
+>>> check_record("NodeSample", rec, limits, now=1679682900.0)["values"]
+{'cpu_temp': 51.0}
+>>> try:
+...     check_record("NodeSample", {**rec, "node": "n1;reboot"}, limits, now=1679682900.0)
+... except ValidationError as err:
+...     print(err.kind, err.field)
+bad_id node
 """
 from __future__ import annotations
 
+import json
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from hpcguard.connectors.hostlist import expand_hostlist
 
 ACTION_KINDS = ("checkpoint", "migrate", "reschedule", "delay", "release", "drain", "resume")
 JOB_KINDS = frozenset({"checkpoint", "migrate", "reschedule", "delay", "release"})
@@ -42,11 +62,16 @@ MAX_NODES = 4096
 
 
 class ValidationError(ValueError):
-    """A value that must not reach a scheduler command; ``field`` names where it was."""
+    """A refused value: ``field`` names where it was, ``kind`` is the dead letter's
+    ``error_kind`` (``bad_id``, ``bad_type``, ``not_finite``, ``out_of_range``, ``bad_time``,
+    ``too_large``, ``too_deep``, ``bad_json``, ``missing_field``, ``unknown_field``,
+    ``unknown_node``...) and ``reason`` the human-readable why."""
 
-    def __init__(self, field_name: str, message: str):
+    def __init__(self, field_name: str, message: str, kind: str = "bad_value"):
         super().__init__(f"{field_name}: {message}")
         self.field = field_name
+        self.kind = kind
+        self.reason = f"{field_name}: {message}"
 
 
 def _show(value: Any) -> str:
@@ -56,7 +81,7 @@ def _show(value: Any) -> str:
 
 def _check(pattern: re.Pattern[str], value: Any, field_name: str, what: str) -> str:
     if not isinstance(value, str) or pattern.fullmatch(value) is None:
-        raise ValidationError(field_name, f"{_show(value)} is not a valid {what}")
+        raise ValidationError(field_name, f"{_show(value)} is not a valid {what}", "bad_id")
     return value
 
 
@@ -174,3 +199,472 @@ def validate_action(action: Any) -> ValidatedAction:
         deadline = float(deadline)
     return ValidatedAction(action_id=action_id, kind=kind, job_id=job_id, nodes=tuple(nodes), source=source,
                            reason_text=reason_text, deadline=deadline, hold=hold, raw=action)
+
+
+# -- the door: every record, raw or canonical, before it touches state ---------------------
+#
+# Decode path (one per record, in the worker's single decode function):
+#
+#     data = safe_loads(raw, max_bytes=limits.max_bytes, max_depth=limits.max_depth)
+#     record = check_record("NodeSample", data, limits)          # or "ldms", "ipmi", "slurm" raw kinds
+#     if not inventory.admit(record["node"]): dead-letter kind "unknown_node"
+#
+# Every failure is a ValidationError whose ``kind`` and ``reason`` go into the dead letter.
+
+ACK_STATUSES = ("applied", "skipped", "failed", "refused", "duplicate", "unknown")  # unknown: Governor.reconcile
+JOB_EVENTS = ("submit", "start", "end", "requeue", "hold", "release")
+DEADLINE_HORIZON_S = 366 * 86400.0  # an action's deadline may lie at most a year ahead
+RAW_COUNTER_BOUND = 2.0 ** 64  # LDMS U64 counters (sent as signed Avro longs: may be negative)
+LDMS_PRODUCER_KEYS = ("ProducerName", "producer", "prdcr", "producer_name")
+LDMS_TIME_KEYS = ("timestamp", "time", "Time")
+LDMS_META = frozenset({*LDMS_PRODUCER_KEYS, *LDMS_TIME_KEYS, "component_id", "comp_id", "job_id", "app_id", "instance",
+                       "schema", "Time_usec", "uid", "gid", "card"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NUL = re.compile(r"\x00")
+_METRIC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:#-]{0,127}")
+_NUMBER_TYPES = (int, float)
+
+
+@dataclass(frozen=True)
+class DoorLimits:
+    """Bounds every record is checked against (the ``[door]`` settings section).
+
+    Example
+    -------
+    >>> from hpcguard.settings import Settings
+    >>> DoorLimits.from_settings(Settings().door).max_depth
+    32
+    """
+
+    max_bytes: int = 1_048_576
+    max_depth: int = 32
+    epoch: float = 946_684_800.0
+    max_skew_s: float = 300.0
+    max_abs_value: float = 1e15
+    max_text: int = 256
+    max_list: int = 4096
+
+    @classmethod
+    def from_settings(cls, door: Any) -> "DoorLimits":
+        """From ``Settings().door`` (any object with these attribute names)."""
+        return cls(**{f.name: getattr(door, f.name) for f in fields(cls)})
+
+
+def json_depth(value: Any, stop_after: int | None = None) -> int:
+    """Nesting depth of a decoded JSON value (scalar 0, ``[]`` 1), without recursion.
+
+    >>> json_depth({"a": [1, {"b": 2}]})
+    3
+    """
+    depth, level = 0, [value]
+    while True:
+        containers = [v for v in level if isinstance(v, (dict, list))]
+        if not containers:
+            return depth
+        depth += 1
+        if stop_after is not None and depth > stop_after:
+            return depth
+        level = [c for v in containers for c in (v.values() if isinstance(v, dict) else v)]
+
+
+def safe_loads(raw: bytes | str, *, max_bytes: int, max_depth: int) -> Any:
+    """JSON with size and nesting limits; never lets ``RecursionError`` escape.
+
+    Raises ``ValidationError`` (field ``record``) of kind ``too_large``, ``too_deep`` or
+    ``bad_json``.  ``max_bytes`` counts bytes (characters when ``raw`` is a ``str``).
+
+    >>> try:
+    ...     safe_loads(b"[" * 10000 + b"]" * 10000, max_bytes=10**6, max_depth=32)
+    ... except ValidationError as err:
+    ...     print(err.kind, err.reason)
+    too_deep record: JSON nested deeper than 32 levels
+    """
+    if not isinstance(raw, (bytes, bytearray, str)):
+        raise ValidationError("record", f"expected bytes, got {type(raw).__name__}", "bad_type")
+    if len(raw) > max_bytes:
+        raise ValidationError("record", f"{len(raw)} bytes exceed the limit of {max_bytes}", "too_large")
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise ValidationError("record", f"JSON nested deeper than {max_depth} levels", "too_deep") from None
+    except (ValueError, TypeError) as exc:  # UnicodeDecodeError and over-long integers are ValueErrors too
+        raise ValidationError("record", f"not JSON: {exc}", "bad_json") from None
+    # why: the number of opening brackets bounds the depth, so flat records skip the walk
+    opening = raw.count(b"[") + raw.count(b"{") if isinstance(raw, (bytes, bytearray)) else raw.count("[") + raw.count("{")
+    if opening > max_depth and json_depth(value, stop_after=max_depth) > max_depth:
+        raise ValidationError("record", f"JSON nested deeper than {max_depth} levels", "too_deep")
+    return value
+
+
+# -- field checkers: (value, field name, limits, now) -> cleaned value ------------------------
+
+def _type_error(name: str, value: Any, what: str) -> ValidationError:
+    return ValidationError(name, f"expected {what}, got {type(value).__name__} {_show(value)}", "bad_type")
+
+
+def _number(value: Any, name: str, limits: DoorLimits, lo: float | None = None, hi: float | None = None) -> float:
+    if type(value) not in _NUMBER_TYPES:
+        raise _type_error(name, value, "a number")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ValidationError(name, f"{_show(value)} is out of range", "out_of_range") from None
+    if not math.isfinite(x):
+        raise ValidationError(name, f"{x} is not a finite number", "not_finite")
+    lo = -limits.max_abs_value if lo is None else lo
+    hi = limits.max_abs_value if hi is None else hi
+    if not lo <= x <= hi:
+        raise ValidationError(name, f"{x:g} is outside [{lo:g}, {hi:g}]", "out_of_range")
+    return x
+
+
+def _time(value: Any, name: str, limits: DoorLimits, now: float) -> float:
+    if type(value) not in _NUMBER_TYPES:
+        raise _type_error(name, value, "epoch seconds")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ValidationError(name, f"{_show(value)} is out of range", "out_of_range") from None
+    if not math.isfinite(x):
+        raise ValidationError(name, f"{_show(value)} is not a finite time", "not_finite")
+    if x < limits.epoch:
+        raise ValidationError(name, f"{x:.15g} is before the deployment epoch {limits.epoch:.0f}", "bad_time")
+    if x > now + limits.max_skew_s:
+        raise ValidationError(name, f"{x:.15g} is {x - now:.6g} s ahead of the wall clock (limit "
+                              f"{limits.max_skew_s:g} s)", "bad_time")
+    return x
+
+
+def _deadline(value: Any, name: str, limits: DoorLimits, now: float) -> float:
+    return _time(value, name, DoorLimits(**{**limits.__dict__, "max_skew_s": DEADLINE_HORIZON_S}), now)
+
+
+def _text(value: Any, name: str, limits: DoorLimits, max_len: int | None = None, multiline: bool = False) -> str:
+    if not isinstance(value, str):
+        raise _type_error(name, value, "a string")
+    max_len = limits.max_text if max_len is None else max_len
+    if len(value) > max_len:
+        raise ValidationError(name, f"{len(value)} characters exceed the limit of {max_len}", "too_large")
+    if (_NUL if multiline else _CONTROL).search(value):
+        raise ValidationError(name, f"{_show(value)} contains control characters", "bad_value")
+    return value
+
+
+def _finite_json(value: Any, name: str, limits: DoorLimits) -> Any:
+    """A JSON object whose numbers are finite and bounded and whose strings have no NUL."""
+    if not isinstance(value, dict):
+        raise _type_error(name, value, "a JSON object")
+    level: list[Any] = [value]
+    while level:
+        nxt: list[Any] = []
+        for v in level:
+            if isinstance(v, dict):
+                for k in v:
+                    _text(k, name, limits)
+                nxt.extend(v.values())
+            elif isinstance(v, list):
+                nxt.extend(v)
+            elif isinstance(v, float) and not math.isfinite(v):
+                raise ValidationError(name, f"contains {v}", "not_finite")
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) > limits.max_abs_value:
+                raise ValidationError(name, f"contains {v:g}, beyond ±{limits.max_abs_value:g}", "out_of_range")
+            elif isinstance(v, str):
+                _text(v, name, limits, limits.max_bytes, multiline=True)
+        level = nxt
+    return value
+
+
+def _values(value: Any, name: str, limits: DoorLimits) -> dict[str, float]:
+    """Metric name → finite bounded float; at least one value."""
+    if not isinstance(value, dict):
+        raise _type_error(name, value, "an object of metric values")
+    if not value:
+        raise ValidationError(name, "no metric values", "no_values")
+    if len(value) > limits.max_list:
+        raise ValidationError(name, f"{len(value)} values exceed the limit of {limits.max_list}", "too_large")
+    for k in value:
+        if not isinstance(k, str) or _METRIC_NAME.fullmatch(k) is None:
+            raise ValidationError(name, f"{_show(k)} is not a metric name", "bad_id")
+    if not {type(v) for v in value.values()} <= {int, float}:
+        bad = next(k for k, v in value.items() if type(v) not in _NUMBER_TYPES)
+        raise _type_error(f"{name}.{bad}", value[bad], "a number")
+    try:
+        arr = np.fromiter(value.values(), dtype=float, count=len(value))
+    except OverflowError:
+        raise ValidationError(name, "a value is beyond the float range", "out_of_range") from None
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = list(value)[int(np.argmin(finite))]
+        raise ValidationError(f"{name}.{bad}", f"{value[bad]} is not a finite number", "not_finite")
+    too_big = np.abs(arr) > limits.max_abs_value
+    if too_big.any():
+        bad = list(value)[int(np.argmax(too_big))]
+        raise ValidationError(f"{name}.{bad}", f"{value[bad]:g} is beyond ±{limits.max_abs_value:g}", "out_of_range")
+    return {k: float(v) for k, v in zip(value, arr.tolist())}
+
+
+def _nodes(value: Any, name: str, limits: DoorLimits) -> list[str]:
+    if not isinstance(value, list):
+        raise _type_error(name, value, "a list of node names")
+    if len(value) > limits.max_list:
+        raise ValidationError(name, f"{len(value)} nodes exceed the limit of {limits.max_list}", "too_large")
+    return [_id(validate_node, v, name) for v in value]
+
+
+def _id(check: Callable[[Any], str], value: Any, name: str) -> str:
+    """An adapter id rule, reported under the record's field name."""
+    try:
+        return check(value)
+    except ValidationError as err:
+        raise ValidationError(name, str(err).partition(": ")[2], "bad_id") from None
+
+
+def _probabilities(value: Any, name: str, limits: DoorLimits) -> list[float]:
+    if not isinstance(value, list):
+        raise _type_error(name, value, "a list of probabilities")
+    if len(value) > limits.max_list:
+        raise ValidationError(name, f"{len(value)} entries exceed the limit of {limits.max_list}", "too_large")
+    return [_number(v, name, limits, 0.0, 1.0) for v in value]
+
+
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise _type_error(name, value, "true or false")
+    return value
+
+
+def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices or not isinstance(value, str):
+        raise ValidationError(name, f"{_show(value)} is not one of {', '.join(choices) or 'nothing'}", "bad_value")
+    return value
+
+
+def _int(value: Any, name: str, lo: int, hi: int) -> int:
+    if type(value) is not int:
+        raise _type_error(name, value, "an integer")
+    if not lo <= value <= hi:
+        raise ValidationError(name, f"{value} is outside [{lo}, {hi}]", "out_of_range")
+    return value
+
+
+_Check = Callable[[Any, str, DoorLimits, float], Any]
+
+
+def _c(fn: Callable[..., Any], *args: Any, **kw: Any) -> _Check:
+    """A field checker from a helper taking (value, name, limits) plus fixed arguments."""
+    return lambda v, n, lim, now: fn(v, n, lim, *args, **kw)
+
+
+_F_NODE_ID: _Check = lambda v, n, lim, now: _id(validate_node, v, n)
+_F_NODE_OR_EMPTY: _Check = lambda v, n, lim, now: v if v == "" else _id(validate_node, v, n)
+_F_JOB_ID: _Check = lambda v, n, lim, now: _id(validate_job_id, v, n)
+_F_ACTION: _Check = lambda v, n, lim, now: _id(validate_action_id, v, n)
+_F_USER: _Check = lambda v, n, lim, now: v if v == "" else _id(validate_user, v, n)
+_F_PARTITION: _Check = lambda v, n, lim, now: v if v == "" else _id(validate_partition, v, n)
+_F_TIME: _Check = _time
+_F_DEADLINE: _Check = _deadline
+_F_TEXT: _Check = _c(_text)
+_F_LONG_TEXT: _Check = lambda v, n, lim, now: _text(v, n, lim, lim.max_bytes, multiline=True)
+_F_NONNEG: _Check = lambda v, n, lim, now: _number(v, n, lim, 0.0)
+_F_PROB: _Check = lambda v, n, lim, now: _number(v, n, lim, 0.0, 1.0)
+_F_VERSION: _Check = lambda v, n, lim, now: _int(v, n, 1, 1)
+
+# field → (checker, required); an absent optional field or a null optional value is kept as is
+_SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
+    "NodeSample": {
+        "node": (_F_NODE_ID, True), "time": (_F_TIME, True), "source": (_F_TEXT, True),
+        "values": (_c(_values), True), "job_id": (_F_JOB_ID, False), "ingest_time": (_F_TIME, False),
+        "v": (_F_VERSION, False)},
+    "JobEvent": {
+        "job_id": (_F_JOB_ID, True), "event": (lambda v, n, lim, now: _choice(v, n, JOB_EVENTS), True),
+        "time": (_F_TIME, True), "nodes": (_c(_nodes), False),
+        "num_nodes": (lambda v, n, lim, now: _int(v, n, 0, lim.max_list), False),
+        "user": (_F_USER, False), "partition": (_F_PARTITION, False), "name": (_F_TEXT, False), "state": (_F_TEXT, False),
+        "time_limit_s": (_F_NONNEG, False), "submit_time": (_F_TIME, False), "start_time": (_F_TIME, False),
+        "end_time": (_F_TIME, False), "exit_code": (_F_TEXT, False), "script": (_F_LONG_TEXT, False),
+        "v": (_F_VERSION, False)},
+    "ProbeResult": {
+        "probe_id": (lambda v, n, lim, now: _id(validate_action_id, v, n), True), "probe_type": (_F_TEXT, True),
+        "start": (_F_TIME, True), "end": (_F_TIME, True), "runtime_s": (_F_NONNEG, True),
+        "node": (_F_NODE_OR_EMPTY, False), "v": (_F_VERSION, False)},
+    "NodePrediction": {
+        "node": (_F_NODE_ID, True), "time": (_F_TIME, True), "model": (_F_TEXT, True), "model_version": (_F_TEXT, True),
+        "failure_probability": (_F_PROB, True), "warn": (lambda v, n, lim, now: _bool(v, n), True),
+        "lead_minutes": (_F_NONNEG, True), "network_probabilities": (_c(_probabilities), False),
+        "vote": (_F_TEXT, False), "sample_time": (_F_TIME, False), "ingest_time": (_F_TIME, False),
+        "detail": (_c(_finite_json), False), "v": (_F_VERSION, False)},
+    "Action": {
+        "action_id": (_F_ACTION, True), "kind": (lambda v, n, lim, now: _choice(v, n, ACTION_KINDS), True),
+        "source": (lambda v, n, lim, now: _check(_SOURCE, v, n, "source"), True),
+        "reason": (_c(_finite_json), True), "time": (_F_TIME, True), "job_id": (_F_JOB_ID, False),
+        "nodes": (_c(_nodes), False), "deadline": (_F_DEADLINE, False), "trigger_time": (_F_TIME, False),
+        "v": (_F_VERSION, False)},
+    "ActionAck": {
+        "action_id": (_F_ACTION, True), "status": (lambda v, n, lim, now: _choice(v, n, ACK_STATUSES), True),
+        "adapter": (_F_TEXT, True), "time": (_F_TIME, True),
+        "kind": (lambda v, n, lim, now: v if v == "" else _choice(v, n, ACTION_KINDS), False),
+        "job_id": (_F_JOB_ID, False), "nodes": (_c(_nodes), False), "detail": (_F_LONG_TEXT, False),
+        "output": (_F_LONG_TEXT, False), "v": (_F_VERSION, False)},
+    # raw envelopes (connectors.ipmi / connectors.sacct); decoded samples are checked again as canonical records
+    "ipmi": {
+        "format": (_F_TEXT, True), "text": (_F_LONG_TEXT, True), "host": (_F_NODE_ID, False), "time": (_F_TIME, False),
+        "source": (_F_TEXT, False), "default_host": (_F_NODE_ID, False)},  # node of Telegraf lines without tags
+    "slurm": {
+        "format": (_F_TEXT, True), "header": (_F_LONG_TEXT, True), "line": (_F_LONG_TEXT, True),
+        "event": (lambda v, n, lim, now: _choice(v, n, JOB_EVENTS), True), "time": (_F_TIME, True),
+        "source": (_F_TEXT, False), "script": (_F_LONG_TEXT, False)},
+}
+RECORD_KINDS = tuple(_SCHEMAS) + ("ldms",)
+
+
+def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = None) -> dict:
+    """Check one decoded record at the door; return it with numbers as floats.
+
+    ``kind`` is a canonical record name (``NodeSample``, ``JobEvent``, ``ProbeResult``,
+    ``NodePrediction``, ``Action``, ``ActionAck``) or a raw input (``ipmi`` / ``slurm``
+    envelope, ``ldms`` row).  Checks types, finite and bounded values, times (not before
+    ``limits.epoch``, at most ``limits.max_skew_s`` ahead of ``now``, the wall clock by
+    default) and ids with the adapter's rules; unknown fields are refused.  Raises
+    ``ValidationError`` with ``kind``/``reason`` for the dead letter.
+    """
+    now = time.time() if now is None else now
+    if not isinstance(data, dict):
+        raise _type_error(kind, data, "a JSON object")
+    if kind == "ldms":
+        return _check_ldms_row(data, limits, now)
+    schema = _SCHEMAS.get(kind)
+    if schema is None:
+        raise ValueError(f"unknown record kind {kind!r} (known: {', '.join(RECORD_KINDS)})")
+    unknown = data.keys() - schema.keys()
+    if unknown:
+        name = sorted(map(str, unknown))[0]
+        raise ValidationError(name[:64], f"is not a field of {kind}", "unknown_field")
+    out = {}
+    for name, (check, required) in schema.items():
+        if name not in data or (data[name] is None and not required):
+            if required:
+                raise ValidationError(name, f"a {kind} needs this field", "missing_field")
+            continue
+        out[name] = check(data[name], name, limits, now)
+    if kind == "ProbeResult" and out["end"] < out["start"]:
+        raise ValidationError("end", f"{out['end']} is before start {out['start']}", "bad_time")
+    return out
+
+
+def _check_ldms_row(row: dict, limits: DoorLimits, now: float) -> dict:
+    """An LDMS row: producer id, time, numeric metrics (null/NaN = missing, not all missing), text labels."""
+    producer = next((k for k in LDMS_PRODUCER_KEYS if k in row), None)
+    if producer is None:
+        raise ValidationError("ProducerName", f"an LDMS row needs its producer ({', '.join(LDMS_PRODUCER_KEYS)})",
+                              "missing_field")
+    _id(validate_node, row[producer], producer)
+    when = next((k for k in LDMS_TIME_KEYS if k in row), None)
+    if when is None:
+        raise ValidationError("timestamp", "an LDMS row needs a timestamp", "missing_field")
+    _time(row[when], when, limits, now)
+    if len(row) > limits.max_list:
+        raise ValidationError("row", f"{len(row)} columns exceed the limit of {limits.max_list}", "too_large")
+    numbers = []
+    for k, v in row.items():
+        if not isinstance(k, str) or _METRIC_NAME.fullmatch(k) is None:
+            raise ValidationError(str(k)[:64], "is not a column name", "bad_id")
+        if isinstance(v, str):  # labels such as dev_name, instance, job ids as text
+            _text(v, k, limits)
+        elif v is not None and type(v) not in _NUMBER_TYPES:
+            raise _type_error(k, v, "a number, a string or null")
+        elif k not in LDMS_META:
+            numbers.append(math.nan if v is None else v)
+    try:
+        arr = np.array(numbers, dtype=float)
+    except OverflowError:
+        raise ValidationError("row", "a value is beyond the float range", "out_of_range") from None
+    finite = np.isfinite(arr)
+    if not finite.any():
+        raise ValidationError("row", "every metric value is missing or not finite", "no_values")
+    if (np.abs(arr[finite]) > RAW_COUNTER_BOUND).any():
+        raise ValidationError("row", f"a metric value is beyond ±2^64 ({arr[finite].max():g})", "out_of_range")
+    return row
+
+
+def check_not_ahead(t: float, watermark: float | None, limits: DoorLimits, name: str = "time") -> float:
+    """Refuse a time more than ``limits.max_skew_s`` ahead of a node's watermark (event time).
+
+    >>> check_not_ahead(1000.0, 900.0, DoorLimits(max_skew_s=300.0))
+    1000.0
+    """
+    if watermark is not None and t > watermark + limits.max_skew_s:
+        raise ValidationError(name, f"{t:.15g} is {t - watermark:.6g} s ahead of the node's watermark (limit "
+                              f"{limits.max_skew_s:g} s)", "bad_time")
+    return t
+
+
+def require_samples(samples: list, what: str) -> list:
+    """A decoded raw record must give at least one sample (an envelope of empty readings is refused).
+
+    >>> try:
+    ...     require_samples([], "IPMI envelope")
+    ... except ValidationError as err:
+    ...     print(err.kind, err.reason)
+    no_values values: IPMI envelope has no usable reading
+    """
+    if not samples:
+        raise ValidationError("values", f"{what} has no usable reading", "no_values")
+    return samples
+
+
+class NodeInventory:
+    """Which node ids may enter worker state: bounded, so fake ids cannot grow it.
+
+    With a hostlist only those nodes are admitted.  Without one, a node is admitted when
+    its name matches ``pattern`` (the adapter's node rule by default) and fewer than
+    ``max_nodes`` distinct nodes were admitted before; everything else is counted in
+    ``refused`` (the caller dead-letters it).
+
+    Example
+    -------
+    >>> inv = NodeInventory(max_nodes=2)
+    >>> [inv.admit(n) for n in ("n1", "n2", "n1", "n3", "n1;x")]
+    [True, True, True, False, False]
+    >>> len(inv), inv.refused
+    (2, 2)
+    >>> NodeInventory(hosts="n[1-2]").admit("n3")
+    False
+    """
+
+    def __init__(self, hosts: str | Iterable[str] = "", pattern: str = "", max_nodes: int = 4096):
+        names = expand_hostlist(hosts) if isinstance(hosts, str) and hosts else list(hosts or ())
+        self.fixed = bool(names)
+        self.known: set[str] = set(names)
+        self.pattern = re.compile(pattern) if pattern else _NODE
+        self.max_nodes = max(int(max_nodes), len(self.known))
+        self.refused = 0
+
+    @classmethod
+    def from_settings(cls, door: Any) -> "NodeInventory":
+        """From ``Settings().door`` (``nodes``, ``node_pattern``, ``max_nodes``)."""
+        return cls(door.nodes, door.node_pattern, door.max_nodes)
+
+    def admit(self, node: Any) -> bool:
+        """True when ``node`` is (or may become) part of the inventory."""
+        if node in self.known:
+            return True
+        if (not self.fixed and isinstance(node, str) and len(self.known) < self.max_nodes
+                and self.pattern.fullmatch(node) is not None):
+            self.known.add(node)
+            return True
+        self.refused += 1
+        return False
+
+    def reason(self, node: Any) -> str:
+        """Why ``node`` was refused (for the dead letter)."""
+        if self.fixed:
+            return f"node {_show(node)} is not in the configured inventory"
+        if not isinstance(node, str) or self.pattern.fullmatch(node) is None:
+            return f"node {_show(node)} does not match the node-name rule {self.pattern.pattern!r}"
+        return f"node {_show(node)} would exceed the inventory bound of {self.max_nodes} nodes"
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.known
+
+    def __len__(self) -> int:
+        return len(self.known)

@@ -16,6 +16,7 @@ Example
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -76,6 +77,12 @@ class WorkerSettings:
     io_retrain_minutes: float = 10.0  # CanarIO: retrain the detector every this much stream time (seed 004)
     probe_baseline_runs: int = 100  # CanarIO: expected probe runtime = median of the first N runs (seed 004)
     job_classifier: str = ""  # CanarIO: pre-trained PRIONN job classifier file; empty → learn online from scratch
+    idle_s: float = 60.0  # a source (or IO node) silent this many wall seconds stops holding the watermark back
+    grid_sources: tuple[str, ...] = ("ipmi", "ldms:meminfo", "ldms:procstat", "ldms:loadavg", "ldms:procnetdev",
+                                     "ldms:diskusage")  # sources a node grid waits for from its first record
+    jobs_lateness_s: float = 0.0  # how far the job stream's watermark trails its newest event time
+    job_wait_s: float = 10.0  # longest wall wait of a decision for the job stream's watermark to pass its sample time
+    sensor_map: str = ""  # site sensor mapping (TOML); empty → the packaged default
 
 
 @dataclass
@@ -84,7 +91,7 @@ class AdapterSettings:
 
     kind: str = "dry-run"  # dry-run | slurm | command | simulator
     audit_log: str = "hpcguard-actions.jsonl"
-    ledger: str = "hpcguard-ledger.sqlite"  # durable exactly-once ledger (SQLite)
+    ledger: str = "/var/lib/hpcguard/ledger.sqlite"  # the site's exactly-once ledger (SQLite): absolute, one per site
     governor_config: str = ""  # TOML with the safety governor's limits
     slurm_conf: str = ""  # SLURM_CONF for the Slurm commands (empty: Slurm's default)
     checkpoint_signal: str = "USR1"  # signal the site's checkpoint library traps (SCR, DMTCP...)
@@ -92,6 +99,9 @@ class AdapterSettings:
     migrate_grace_s: float = 30.0  # wait between the checkpoint signal and the requeue
     migrate_hook: str = ""  # site executable for live migration: HOOK JOBID NODE...
     timeout_s: float = 15.0  # limit on every scheduler command
+    # command adapter: action kind → argv template, e.g. drain = ["/usr/local/sbin/site-drain", "{nodes}"];
+    # placeholders {action_id} {kind} {job_id} {nodes} {reason} {source} {deadline}; KIND = [] leaves a kind unhandled
+    commands: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -133,6 +143,66 @@ class InfluxSettings:
 
 
 @dataclass
+class DoorSettings:
+    """Checks every record passes before it touches state (``connectors.validation``)."""
+
+    max_bytes: int = 1_048_576  # largest raw record accepted
+    max_depth: int = 32  # deepest JSON nesting accepted
+    epoch: float = 946_684_800.0  # deployment epoch: earlier times are refused (2000-01-01 UTC)
+    max_skew_s: float = 300.0  # how far ahead of the wall clock (or a node's watermark) a time may be
+    max_abs_value: float = 1e15  # magnitude bound of metric values and durations
+    max_text: int = 256  # longest label (source, model, user, state...)
+    max_list: int = 4096  # longest list (nodes, network probabilities)
+    nodes: str = ""  # hostlist of the site's nodes (e.g. "n[0001-1024],gpu[01-16]"); empty → node_pattern + max_nodes
+    node_pattern: str = ""  # regex node names must match; empty → the adapter's node-name rule
+    max_nodes: int = 4096  # most distinct node ids admitted when no hostlist is configured
+
+
+@dataclass
+class SacctSettings:
+    """How the site's sacct dumps are written (``connectors.sacct.SacctDialect``)."""
+
+    timezone: str = "UTC"  # IANA zone of times sacct printed without an offset (its local time)
+    delimiter: str = "|"  # sacct --delimiter (-P / -p use "|")
+    columns: tuple[str, ...] = ()  # --format column list of --noheader output; empty → the file's header line
+
+
+@dataclass
+class LdmsSettings:
+    """Column names of LDMS rows (``connectors.ldms.LdmsColumns``); the first present wins."""
+
+    producer_columns: tuple[str, ...] = ("ProducerName", "producer", "prdcr", "producer_name")
+    time_columns: tuple[str, ...] = ("timestamp", "Time", "time")
+    component_columns: tuple[str, ...] = ("component_id", "comp_id")
+    # procnetdev: interfaces (fnmatch patterns) whose bytes are summed; "lo" never counts.
+    # A bond and its members are all counted if both match: list the bond alone on bonded nodes.
+    netdev_interfaces: tuple[str, ...] = ("eth*", "eno*", "ens*", "enp*", "ib*")
+
+
+@dataclass
+class IpmiSettings:
+    """How recorded IPMI tool output is cut into polls (``connectors.ipmi``)."""
+
+    # a line that starts a poll and gives its time (one regex group), parsed with time_format
+    # (strptime, UTC; "epoch" for seconds): FASRC's "Timestamp: 2025-06-03 00:00:01 UTC" by default
+    time_pattern: str = r"Timestamp:\s*(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})\s*(?:UTC|Z)?\s*"
+    time_format: str = "%Y-%m-%d %H:%M:%S"
+    untimed: str = "reject"  # rows before any poll/timestamp line: reject (dead letter) | mtime (file's mtime)
+    default_host: str = ""  # node of Telegraf lines with neither server= nor host= (empty: dead letter)
+
+
+@dataclass
+class LivenessSettings:
+    """Stall detection of a worker's consumer (``streams.liveness``)."""
+
+    check_every_s: float = 5.0  # how often progress and end offsets are compared
+    stall_after_s: float = 60.0  # no progress for this long while the broker has data → stalled
+    max_commit_errors: int = 50  # this many failed offset commits without progress → stalled
+    on_stall: str = "exit"  # exit (status 75, for a supervisor to restart) | log
+    exit_grace_s: float = 10.0  # time for a clean stop before the process exits anyway
+
+
+@dataclass
 class Settings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
@@ -140,6 +210,11 @@ class Settings:
     adapter: AdapterSettings = field(default_factory=AdapterSettings)
     policy: PolicySettings = field(default_factory=PolicySettings)
     influx: InfluxSettings = field(default_factory=InfluxSettings)
+    door: DoorSettings = field(default_factory=DoorSettings)
+    liveness: LivenessSettings = field(default_factory=LivenessSettings)
+    sacct: SacctSettings = field(default_factory=SacctSettings)
+    ldms: LdmsSettings = field(default_factory=LdmsSettings)
+    ipmi: IpmiSettings = field(default_factory=IpmiSettings)
 
     @classmethod
     def load(cls, path: str | Path | None = None, env: Mapping[str, str] | None = None) -> "Settings":
@@ -208,6 +283,11 @@ def _coerce(value: Any, current: Any, key: str, origin: str) -> Any:
             return float(value)
         if isinstance(current, tuple):
             return tuple(x.strip() for x in value.split(",") if x.strip())
+        if isinstance(current, dict):  # a table given in the environment: JSON
+            table = json.loads(value)
+            if not isinstance(table, dict):
+                raise ValueError(value)
+            return table
     except ValueError:
         raise ValueError(f"{origin}: {key} expects {type(current).__name__}, got {value!r}") from None
     return value

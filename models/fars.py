@@ -16,19 +16,55 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["STRATEGIES", "Selection", "spare_pool", "job_failure_probability", "gains", "knapsack", "select_jobs"]
+__all__ = ["STRATEGIES", "Selection", "easy_extra_nodes", "spare_pool", "job_failure_probability", "gains", "knapsack", "select_jobs"]
 
 STRATEGIES = ("sul-d", "jfr-d", "fsd-d")
 
 
-def spare_pool(idle_nodes, suspicious_nodes, reserved_nodes) -> set:
-    """Spare pool = idle nodes − nodes predicted to fail − nodes held for the EASY
-    reservation of the queue head (§3.2, Fig. 2).
+def easy_extra_nodes(free: int, head_size: int, releases=()) -> int:
+    """Nodes the queue head's EASY reservation leaves to others (FCFS/EASY, seed 001 Fig. 2).
 
-    >>> sorted(spare_pool({"n4", "n5"}, {"n1"}, {"n4"}))
-    ['n5']
+    The head needs ``head_size`` nodes; ``free`` are idle now and ``releases`` are
+    ``(time, nodes)`` pairs of nodes expected free later (running jobs' estimated ends,
+    repairs). At the *shadow time* (the first time enough nodes are free) the head starts;
+    the nodes free then beyond its need are the *extra* nodes. A head that never fits
+    leaves none.
+
+    >>> easy_extra_nodes(2, 3, [(50.0, 2)])    # 2 free + 2 at t=50 -> head takes 3, 1 extra
+    1
+    >>> easy_extra_nodes(5, 3), easy_extra_nodes(2, 0), easy_extra_nodes(1, 4, [(9.0, 1)])
+    (2, 2, 0)
     """
-    return set(idle_nodes) - set(suspicious_nodes) - set(reserved_nodes)
+    free, head_size = int(free), int(head_size)
+    if free < 0 or head_size < 0:
+        raise ValueError("free and head_size must be >= 0")
+    avail = free
+    if avail >= head_size:
+        return avail - head_size
+    for _, n in sorted((float(t), int(n)) for t, n in releases):
+        avail += n
+        if avail >= head_size:
+            return avail - head_size
+    return 0
+
+
+def spare_pool(idle_nodes, suspicious_nodes, head_size: int = 0, releases=()) -> list:
+    """FARS's dynamic spare pool (seed 001 §3.2): idle nodes − nodes predicted to fail −
+    nodes held for the EASY reservation of the queue head, as a sorted list.
+
+    Idle candidates (sorted) are kept for the reservation first; only the head's
+    :func:`easy_extra_nodes` can be lent out as spares. The streaming decision agent (idle
+    nodes and queue from the job timeline at the warning's sample time) and the cluster
+    simulator both call this.
+
+    >>> spare_pool({"n4", "n5"}, set(), head_size=3, releases=[(50.0, 2)])   # Fig. 2: only n5
+    ['n5']
+    >>> spare_pool({"n1", "n4", "n5"}, {"n1"})
+    ['n4', 'n5']
+    """
+    candidates = sorted(set(idle_nodes) - set(suspicious_nodes))
+    extra = easy_extra_nodes(len(candidates), head_size, releases) if head_size > 0 else len(candidates)
+    return candidates[max(len(candidates) - extra, 0):]
 
 
 def job_failure_probability(precision, n_suspicious):

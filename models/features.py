@@ -1,9 +1,24 @@
-"""Window feature statistics (seed 000, Tab. 4.2 sensors × Tab. 4.3 statistics).
+"""Feature sets of the failure ensemble: a node's own sensor history → network inputs.
 
-Seven statistics per sensor over a window of samples on the node's 15 s grid —
-median, minimum, standard deviation, sum, variance, maximum, mean — give the 70
-inputs of each lead-time network.  Missing samples are NaN and are ignored by every
-statistic; a sensor with no sample at all in the window yields NaN features.
+A :class:`FeatureSet` is a name, the number of 15 s grid steps of one node's history
+it needs (``history_steps``) and a vectorised ``transform(windows (N, history_steps,
+10)) -> (N, 70)``.  Features are a function of that per-node history only, so the
+streaming worker (any partition) computes exactly what the offline scan computes.
+``FEATURE_SETS`` registers:
+
+* ``paper`` — seed 000 Tab. 4.2 × Tab. 4.3: seven statistics per sensor over the last
+  4 minutes (16 steps) — median, minimum, standard deviation, sum, variance, maximum,
+  mean.  Missing samples are NaN and are ignored; a sensor with no sample in the window
+  yields NaN features (imputed by the model with training medians).
+* ``site`` — the same 70-input shape, but every sensor is measured against the node's
+  own trailing baseline (the 40 minutes before the last 4-minute window), so per-node
+  and per-fan baselines, hardware generations and units drop out: see
+  :func:`baseline_features`.
+* ``robust`` — 90 inputs: every sensor against the median and MAD of the node's own
+  20-minute trailing baseline (a scale floor of 1 % of the level keeps flat sensors
+  quiet), plus the sensor's level (percent sensors: the percentage itself, so a memory
+  leak toward 100 % differs from a job's usual footprint; others: the relative change
+  from the baseline median) and the largest single-poll jump: see :func:`robust_features`.
 
 Example
 -------
@@ -13,10 +28,14 @@ Example
 (70,)
 >>> float(window_features(w)[0])   # median of sensor 0
 75.0
+>>> FEATURE_SETS["site"](np.ones((3, FEATURE_SETS["site"].history_steps, 10))).shape
+(3, 70)
 """
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -29,6 +48,16 @@ STATISTICS: tuple[str, ...] = ("median", "min", "std", "sum", "var", "max", "mea
 IO_STATISTICS: tuple[str, ...] = ("min", "max", "median", "mean", "var", "std")  # seed 004 §4.2
 
 FEATURE_NAMES: tuple[str, ...] = tuple(f"{s}.{st}" for s in CANONICAL_SENSORS for st in STATISTICS)
+BASELINE_STATISTICS: tuple[str, ...] = ("z_mean", "z_last", "z_max", "z_min", "z_slope", "spike_excess", "missing")
+ROBUST_STATISTICS: tuple[str, ...] = ("z_mean", "z_last", "z_max", "z_min", "z_rise", "spike_excess", "level",
+                                       "jump", "missing")
+PERCENT_SENSORS = np.isin(CANONICAL_SENSORS, ("cpu_user", "disk_usage", "mem_usage"))
+WINDOW_STEPS = 16          # the 4-minute window of seed 000
+BASELINE_STEPS = 160       # 40 minutes of trailing baseline before it (site feature set)
+ROBUST_BASELINE_STEPS = 80  # 20 minutes of trailing baseline (robust feature set)
+SCALE_FLOOR = 0.01         # robust set: a baseline scale is at least 1 % of the sensor's level
+Z_CLIP = 20.0              # a reading 20 baseline scales away is already unmistakable
+SPIKE_Z = 4.0
 
 
 def window_features(windows: np.ndarray) -> np.ndarray:
@@ -78,3 +107,151 @@ def io_window_features(read: np.ndarray, write: np.ndarray) -> dict[str, float]:
             f"{name}_var": float(s.var()), f"{name}_std": float(s.std()),
         })
     return out
+
+
+def baseline_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np.ndarray:
+    """Seven per-sensor features of the last ``window_steps`` relative to the trailing baseline.
+
+    The baseline is every step before the last window.  With ``z = (x − mean_b) / scale_b``
+    and ``scale_b = std_b + 0.1 % |mean_b| + 1e-3`` (the floor keeps a flat sensor from
+    turning rounding into huge z), per sensor:
+
+    ``z_mean, z_last`` (mean of the last two steps), ``z_max, z_min``, ``z_slope`` (least
+    squares, per minute), ``spike_excess`` (share of window steps with ``|z| > 4`` minus
+    that share in the baseline: intermittent spikes that grow in frequency), ``missing``
+    (share of window steps without a value: an explicit mask).  z values are clipped to
+    ±20; a z feature with no value to compute it from is 0 ("no evidence"), and the
+    ``missing`` column says so.
+
+    >>> import numpy as np
+    >>> h = np.full((1, 176, 10), 50.0)
+    >>> h[0, :, 0] += np.random.default_rng(0).normal(0, 1, 176)
+    >>> h[0, -16:, 0] += np.linspace(0, 8, 16)          # a ramp in the last 4 minutes
+    >>> f = baseline_features(h).reshape(10, 7)
+    >>> bool(f[0, 4] > 1.0), float(f[1, 0]), float(f[0, 6])
+    (True, 0.0, 0.0)
+    """
+    x = np.asarray(windows, dtype=float)
+    if x.ndim < 2 or x.shape[-2] <= window_steps:
+        raise ValueError(f"windows must have more than {window_steps} steps of history, got shape {x.shape}")
+    base, win = x[..., :-window_steps, :], x[..., -window_steps:, :]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN sensor → NaN → 0 below, masked
+        mean_b = np.nanmean(base, axis=-2, keepdims=True)
+        scale = np.nanstd(base, axis=-2, keepdims=True) + 1e-3 * np.abs(mean_b) + 1e-3
+        z = np.clip((win - mean_b) / scale, -Z_CLIP, Z_CLIP)
+        zb = (base - mean_b) / scale
+        present = ~np.isnan(z)
+        n = present.sum(axis=-2)
+        t = np.arange(window_steps, dtype=float)[:, None] * (15.0 / 60.0)           # minutes
+        tc = np.where(present, t - np.nansum(np.where(present, t, np.nan), axis=-2, keepdims=True)
+                      / np.maximum(n, 1)[..., None, :], 0.0)
+        zc = np.where(present, z - np.nanmean(z, axis=-2, keepdims=True), 0.0)
+        slope = (tc * zc).sum(axis=-2) / np.maximum((tc * tc).sum(axis=-2), 1e-9)
+        spikes_w = (np.abs(z) > SPIKE_Z).sum(axis=-2) / np.maximum(n, 1)
+        spikes_b = (np.abs(zb) > SPIKE_Z).sum(axis=-2) / np.maximum((~np.isnan(zb)).sum(axis=-2), 1)
+        stats = np.stack([
+            np.nanmean(z, axis=-2),
+            np.nanmean(z[..., -2:, :], axis=-2),
+            np.nanmax(z, axis=-2),
+            np.nanmin(z, axis=-2),
+            np.clip(slope, -Z_CLIP, Z_CLIP),
+            spikes_w - spikes_b,
+            1.0 - n / window_steps,
+        ], axis=-1)                                                                 # (..., S, 7)
+    stats[..., :6] = np.nan_to_num(stats[..., :6], nan=0.0)
+    return stats.reshape(*stats.shape[:-2], -1)
+
+
+def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np.ndarray:
+    """Nine per-sensor features of the last ``window_steps`` against a robust trailing baseline.
+
+    With the baseline's median ``m`` and scale ``s = max(1.4826 MAD, 1 % |m| + 1e-3)``
+    (a median/MAD baseline is not dragged by one job start inside it), ``z = (x − m) / s``
+    clipped to ±20, per sensor:
+
+    ``z_mean``, ``z_last`` (mean of the last two steps), ``z_max``, ``z_min``, ``z_rise``
+    (``z_last`` minus the mean z of the window's first minute), ``spike_excess`` (share
+    of window steps with ``|z| > 4`` minus that share in the baseline), ``level`` (percent
+    sensors — cpu_user, disk_usage, mem_usage — the last value / 100; other sensors the
+    relative change of the last value from ``m``, clipped to ±5), ``jump``
+    (``log1p`` of the largest single-step change in the window over the baseline's median
+    single-step change: single-poll droops), ``missing`` (share of window steps without a
+    value).  Features with nothing to compute them from are 0 and ``missing`` says so.
+
+    >>> import numpy as np
+    >>> h = np.full((1, 96, 10), 50.0)
+    >>> h[0, :, :] += np.random.default_rng(0).normal(0, 0.5, (96, 10))
+    >>> h[0, -16:, 7] = np.linspace(50, 98, 16)        # memory climbing toward 100 %
+    >>> f = robust_features(h).reshape(10, 9)
+    >>> bool(f[7, 1] == 20.0), round(float(f[7, 6]), 2), bool(abs(f[0, 1]) < 4)
+    (True, 0.96, True)
+    """
+    x = np.asarray(windows, dtype=float)
+    if x.ndim < 2 or x.shape[-2] <= window_steps + 1:
+        raise ValueError(f"windows must have more than {window_steps + 1} steps of history, got shape {x.shape}")
+    base, win = x[..., :-window_steps, :], x[..., -window_steps:, :]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN sensor → NaN → 0 below, masked
+        med = np.nanmedian(base, axis=-2)                                             # (..., S)
+        floor = SCALE_FLOOR * np.abs(med) + 1e-3
+        scale = np.maximum(1.4826 * np.nanmedian(np.abs(base - med[..., None, :]), axis=-2), floor)
+        z = np.clip((win - med[..., None, :]) / scale[..., None, :], -Z_CLIP, Z_CLIP)
+        zb = (base - med[..., None, :]) / scale[..., None, :]
+        n = (~np.isnan(z)).sum(axis=-2)
+        z_last = np.nanmean(z[..., -2:, :], axis=-2)
+        spikes_w = (np.abs(z) > SPIKE_Z).sum(axis=-2) / np.maximum(n, 1)
+        spikes_b = (np.abs(zb) > SPIKE_Z).sum(axis=-2) / np.maximum((~np.isnan(zb)).sum(axis=-2), 1)
+        last = np.nanmean(win[..., -2:, :], axis=-2)
+        level = np.where(PERCENT_SENSORS, last / 100.0, np.clip((last - med) / (np.abs(med) + 1e-3), -5, 5))
+        step_scale = np.maximum(1.4826 * np.nanmedian(np.abs(np.diff(base, axis=-2)), axis=-2), floor)
+        jump = np.log1p(np.clip(np.nanmax(np.abs(np.diff(win, axis=-2)), axis=-2) / step_scale, 0, 1e3))
+        stats = np.stack([
+            np.nanmean(z, axis=-2), z_last, np.nanmax(z, axis=-2), np.nanmin(z, axis=-2),
+            np.clip(z_last - np.nanmean(z[..., :4, :], axis=-2), -2 * Z_CLIP, 2 * Z_CLIP),
+            spikes_w - spikes_b, level, jump, 1.0 - n / window_steps,
+        ], axis=-1)                                                                     # (..., S, 9)
+    stats = np.nan_to_num(stats, nan=0.0)
+    return stats.reshape(*stats.shape[:-2], -1)
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """A named transform of ``(N, history_steps, S)`` per-node histories into network inputs."""
+
+    name: str
+    history_steps: int
+    transform: Callable[[np.ndarray], np.ndarray]
+    statistics: tuple[str, ...]
+    description: str
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(f"{s}.{st}" for s in CANONICAL_SENSORS for st in self.statistics)
+
+    def __call__(self, windows: np.ndarray) -> np.ndarray:
+        x = np.asarray(windows, dtype=float)
+        if x.shape[-2:] != (self.history_steps, len(CANONICAL_SENSORS)):
+            raise ValueError(f"feature set {self.name!r} needs windows (..., {self.history_steps}, "
+                             f"{len(CANONICAL_SENSORS)}), got shape {x.shape}")
+        return self.transform(x)
+
+
+FEATURE_SETS: dict[str, FeatureSet] = {
+    "paper": FeatureSet("paper", WINDOW_STEPS, window_features, STATISTICS,
+                        "seed 000: seven statistics per sensor over the last 4 minutes"),
+    "site": FeatureSet("site", BASELINE_STEPS + WINDOW_STEPS, baseline_features, BASELINE_STATISTICS,
+                       "per-sensor z against the node's own 40-minute trailing baseline, slope, spikes, "
+                       "missing mask over the last 4 minutes"),
+    "robust": FeatureSet("robust", ROBUST_BASELINE_STEPS + WINDOW_STEPS, robust_features, ROBUST_STATISTICS,
+                         "per-sensor robust z (median/MAD of the node's own 20-minute trailing baseline), rise, "
+                         "spikes, level, largest single-poll jump, missing mask over the last 4 minutes"),
+}
+
+
+def feature_set(name: str) -> FeatureSet:
+    """The registered feature set ``name`` (clear error otherwise)."""
+    try:
+        return FEATURE_SETS[name]
+    except KeyError:
+        raise ValueError(f"unknown feature set {name!r} (known: {', '.join(FEATURE_SETS)})") from None

@@ -1,14 +1,27 @@
-"""Align one node's samples onto its sampling grid (seed 000: 15 s) and keep the
-feature window (seed 000: 4 min = 16 steps).
+"""Align one node's samples onto its sampling grid (seed 000: 15 s) by event time.
 
 IPMI readings take the last value within a step; operating-system metrics (LDMS
-samplers at their own rates) take the mean within the step.  Each source (IPMI, each
-LDMS schema) keeps its own stream time: a step closes once every source heard from in
-the last ``stale_s`` has passed the step's end plus ``lateness_s`` — sources arrive on
-different topics and drift apart, and a silent source must not hold the node back.  A
-sensor with no sample in a step stays NaN — missing values are marked, never invented;
-samples for steps already emitted are counted in ``late_samples``.  State round-trips
-through plain dicts so a Faust table can hold it.
+samplers at their own rates) take the mean within the step.  A sensor with no sample
+in a step stays NaN — missing values are marked, never invented.
+
+Event time, not arrival order, decides what a step holds:
+
+* each source (IPMI, each LDMS schema) has its own clock, the newest event time it sent;
+* the node's **watermark** is the slowest *live* source's clock minus ``lateness_s``;
+  a step closes once the watermark passes its end;
+* a source is *idle* when it sent nothing for ``idle_s`` of **processing** time (the
+  caller's ``now``, wall seconds); idle sources do not hold the node back (if every
+  source is idle, the newest clock is the watermark).  A source is never judged by how
+  far it lags another source in event time.  Sources in ``hold`` (their whole input
+  stream is not flowing — a consumer backlog, not a silent sampler) never count as idle.
+  ``sources`` names the sources expected
+  before any of their records arrived (one that never speaks goes idle like any other);
+* a sample for a step that is already closed raises :class:`LateSample` — the caller
+  dead-letters it with reason ``late``; it is never silently dropped.
+
+Without ``now`` (offline), every source counts as live: the result is then a function
+of the samples alone.  The grid keeps ``keep_steps`` closed steps (the predictor's
+history), and state round-trips through plain dicts so a Faust table can hold it.
 
 Example
 -------
@@ -21,97 +34,147 @@ Example
 [15.0]
 >>> g.window(15.0)[:, 0].tolist()
 [40.0, 42.0]
+>>> try:
+...     g.add(3.0, {"cpu_temp": 1.0}, last_value=True)
+... except LateSample as exc:
+...     print(exc)
+sample at 3.0 is behind the node's watermark (steps before 30.0 are closed)
 """
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Collection, Mapping
 
 import numpy as np
 
 from hpcguard.models.features import CANONICAL_SENSORS
 
-_INDEX = {name: i for i, name in enumerate(CANONICAL_SENSORS)}
+
+class LateSample(ValueError):
+    """A sample for a step that was already closed (and published)."""
+
+    kind = "late"
 
 
 class NodeGrid:
+    """One node's open and closed grid steps, with per-source event-time clocks.
+
+    Parameters
+    ----------
+    grid_s
+        Step length in seconds.
+    window_steps
+        Steps in a feature window (:meth:`window` default).
+    lateness_s
+        How far the watermark trails the slowest live source.
+    idle_s
+        Processing-time seconds without a record after which a source is idle.
+    keep_steps
+        Closed steps kept (at least ``window_steps``; the predictor's ``history_steps``).
+    sources
+        Sources expected from the start (e.g. ``ipmi``, ``ldms:meminfo``); others join
+        when their first record arrives.
+    """
+
     def __init__(self, grid_s: float = 15.0, window_steps: int = 16, lateness_s: float = 30.0,
-                 sensors: tuple[str, ...] = CANONICAL_SENSORS, stale_s: float = 300.0):
+                 sensors: tuple[str, ...] = CANONICAL_SENSORS, idle_s: float = 60.0, keep_steps: int = 0,
+                 sources: tuple[str, ...] = ()):
         self.grid_s = float(grid_s)
         self.window_steps = int(window_steps)
+        self.keep_steps = max(int(keep_steps), self.window_steps)
         self.lateness_s = float(lateness_s)
-        self.stale_s = float(stale_s)
-        self.late_samples = 0
-        self._source_time: dict[str, float] = {}
+        self.idle_s = float(idle_s)
         self.sensors = sensors
         self._index = {name: i for i, name in enumerate(sensors)}
-        n = len(sensors)
-        self._n = n
+        self._n = len(sensors)
         # open steps: step index -> [sum[n], count[n], last[n]]
-        self._open: dict[int, list[list[float]]] = {}
-        self._closed: dict[int, list[float]] = {}  # step index -> row (NaN = missing)
-        self.stream_time = -math.inf
+        self._open: dict[int, np.ndarray] = {}
+        self._closed: dict[int, np.ndarray] = {}  # step index -> row (NaN = missing)
+        self._closed_until = -math.inf  # steps starting before this are closed
+        self._clock: dict[str, float] = {s: -math.inf for s in sources}  # source -> newest event time
+        self._seen: dict[str, float] = {}  # source -> processing time of its last record
+        self.late_samples = 0
+        self.steps_closed = 0
+        self.present = np.zeros(self._n)  # per sensor: closed steps with a value (coverage)
 
     # -- ingest ---------------------------------------------------------------------
-    def add(self, time: float, values: Mapping[str, float], last_value: bool, source: str = "") -> list[float]:
-        """Add one sample from ``source``; return the start times of the steps it closed (in order)."""
+    def add(self, time: float, values: Mapping[str, float], last_value: bool, source: str = "",
+            now: float | None = None, hold: Collection[str] = ()) -> list[float]:
+        """Add one sample from ``source``; return the start times of the steps it closed (in order).
+
+        Raises :class:`LateSample` when the sample's step is already closed.
+        """
+        if not math.isfinite(time):
+            raise ValueError(f"sample time {time!r} is not finite")
         step = int(math.floor(time / self.grid_s))
-        closed_late = step in self._closed or bool(self._closed and step < min(self._closed))
-        if closed_late:
-            self.late_samples += 1  # its step was already emitted
-        else:
-            acc = self._open.get(step)
-            if acc is None:
-                acc = [[0.0] * self._n, [0.0] * self._n, [math.nan] * self._n]
-                self._open[step] = acc
-            for name, value in values.items():
-                i = self._index.get(name)
-                if i is None or value is None or (isinstance(value, float) and math.isnan(value)):
-                    continue
-                if last_value:
-                    acc[2][i] = float(value)
-                else:
-                    acc[0][i] += float(value)
-                    acc[1][i] += 1.0
-        self.stream_time = max(self.stream_time, time)
-        self._source_time[source] = max(self._source_time.get(source, -math.inf), time)
-        return self._close_due()
+        if step * self.grid_s < self._closed_until:
+            self.late_samples += 1
+            raise LateSample(f"sample at {time} is behind the node's watermark "
+                             f"(steps before {self._closed_until} are closed)")
+        acc = self._open.get(step)
+        if acc is None:
+            acc = self._open[step] = np.array([np.zeros(self._n), np.zeros(self._n), np.full(self._n, np.nan)])
+        idx = [self._index[k] for k, v in values.items() if k in self._index and v is not None and math.isfinite(v)]
+        if idx:
+            vals = np.array([float(values[self.sensors[i]]) for i in idx])
+            if last_value:
+                acc[2, idx] = vals
+            else:
+                acc[0, idx] += vals
+                acc[1, idx] += 1.0
+        self._clock[source] = max(self._clock.get(source, -math.inf), time)
+        if now is not None:
+            self._seen[source] = now
+        return self._close_due(now, hold)
 
-    def watermark(self) -> float:
-        """The slowest live source's time: steps up to it have all their samples."""
-        live = [t for t in self._source_time.values() if t >= self.stream_time - self.stale_s]
-        return min(live) if live else self.stream_time
+    def advance(self, now: float, hold: Collection[str] = ()) -> list[float]:
+        """Close the steps freed by sources that went idle by processing time ``now``."""
+        return self._close_due(now, hold)
 
-    def _close_due(self) -> list[float]:
-        mark = self.watermark()
-        due = sorted(s for s in self._open if (s + 1) * self.grid_s + self.lateness_s <= mark)
+    def watermark(self, now: float | None = None, hold: Collection[str] = ()) -> float:
+        """Slowest live source's clock minus the lateness (``-inf`` before any sample)."""
+        if not self._clock:
+            return -math.inf
+        # an expected source's idle clock starts with the node's first processing time
+        live = [t for s, t in self._clock.items()
+                if now is None or s in hold or now - self._seen.setdefault(s, now) < self.idle_s]
+        return (min(live) if live else max(self._clock.values())) - self.lateness_s
+
+    def _close_due(self, now: float | None, hold: Collection[str] = ()) -> list[float]:
+        mark = self.watermark(now, hold)
+        due = sorted(s for s in self._open if (s + 1) * self.grid_s <= mark)
         for s in due:
             sums, counts, last = self._open.pop(s)
-            row = [last[i] if not math.isnan(last[i]) else (sums[i] / counts[i] if counts[i] else math.nan)
-                   for i in range(self._n)]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                row = np.where(np.isnan(last), np.where(counts > 0, sums / counts, np.nan), last)
             self._closed[s] = row
+            self.present += ~np.isnan(row)
         if due:
-            newest = max(self._closed)
-            for s in [s for s in self._closed if s <= newest - self.window_steps]:
+            self.steps_closed += len(due)
+            self._closed_until = max(self._closed_until, (due[-1] + 1) * self.grid_s)
+            newest = due[-1]
+            for s in [s for s in self._closed if s <= newest - self.keep_steps]:
                 del self._closed[s]
         return [s * self.grid_s for s in due]
 
     # -- windows --------------------------------------------------------------------
-    def window(self, step_time: float) -> np.ndarray:
-        """The ``(window_steps, n_sensors)`` window ending with the step starting at ``step_time``."""
+    def window(self, step_time: float, steps: int = 0) -> np.ndarray:
+        """The ``(steps, n_sensors)`` window ending with the step starting at ``step_time``."""
+        steps = steps or self.window_steps
         last = int(round(step_time / self.grid_s))
-        rows = [self._closed.get(s) for s in range(last - self.window_steps + 1, last + 1)]
-        out = np.full((self.window_steps, self._n), np.nan)
-        for k, row in enumerate(rows):
+        out = np.full((steps, self._n), np.nan)
+        for k, s in enumerate(range(last - steps + 1, last + 1)):
+            row = self._closed.get(s)
             if row is not None:
                 out[k] = row
         return out
 
-    def complete(self, step_time: float, min_present: float = 0.75) -> bool:
+    def complete(self, step_time: float, min_present: float = 0.75, steps: int = 0) -> bool:
         """Whether enough steps of the window are present to judge it."""
+        steps = steps or self.window_steps
         last = int(round(step_time / self.grid_s))
-        present = sum(1 for s in range(last - self.window_steps + 1, last + 1) if s in self._closed)
-        return present >= min_present * self.window_steps
+        present = sum(1 for s in range(last - steps + 1, last + 1) if s in self._closed)
+        return present >= min_present * steps
 
     @property
     def size(self) -> int:
@@ -119,16 +182,21 @@ class NodeGrid:
 
     # -- state ----------------------------------------------------------------------
     def to_state(self) -> dict:
-        return {"open": {str(k): v for k, v in self._open.items()},
-                "closed": {str(k): v for k, v in self._closed.items()},
-                "sources": dict(self._source_time), "late_samples": self.late_samples,
-                "stream_time": self.stream_time if math.isfinite(self.stream_time) else None}
+        """Plain-dict state (JSON-safe); processing-time idleness restarts on load."""
+        return {"open": {str(k): v.tolist() for k, v in self._open.items()},
+                "closed": {str(k): v.tolist() for k, v in self._closed.items()},
+                "sources": {k: v for k, v in self._clock.items() if math.isfinite(v)}, "late_samples": self.late_samples,
+                "closed_until": self._closed_until if math.isfinite(self._closed_until) else None,
+                "steps_closed": self.steps_closed, "present": self.present.tolist()}
 
     def load_state(self, state: Mapping) -> "NodeGrid":
-        self._open = {int(k): v for k, v in state.get("open", {}).items()}
-        self._closed = {int(k): v for k, v in state.get("closed", {}).items()}
-        self._source_time = {k: float(v) for k, v in state.get("sources", {}).items()}
+        self._open = {int(k): np.array(v, dtype=float) for k, v in state.get("open", {}).items()}
+        self._closed = {int(k): np.array(v, dtype=float) for k, v in state.get("closed", {}).items()}
+        self._clock.update({k: float(v) for k, v in state.get("sources", {}).items()})
+        self._seen = {}
         self.late_samples = int(state.get("late_samples", 0))
-        st = state.get("stream_time")
-        self.stream_time = -math.inf if st is None else float(st)
+        cu = state.get("closed_until")
+        self._closed_until = -math.inf if cu is None else float(cu)
+        self.steps_closed = int(state.get("steps_closed", 0))
+        self.present = np.array(state.get("present") or np.zeros(self._n), dtype=float)
         return self

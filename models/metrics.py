@@ -158,3 +158,17 @@ def uc_crossing(fpr: float, level: float, p_ok: float = 1.0, max_nodes: int = 2*
         else:
             lo = mid
     return hi
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (scipy's ``binomtest``); ``(nan, nan)`` with no trials.
+
+    >>> tuple(round(x, 3) for x in wilson_interval(30, 40))
+    (0.598, 0.858)
+    """
+    if trials <= 0:
+        return float("nan"), float("nan")
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)

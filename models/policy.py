@@ -8,7 +8,8 @@ failure is imminent and the job restarts from its last periodic checkpoint). Tab
 says when the periodic schedule shifts (:func:`shift_schedule`). Optionally the warning
 is held back for large jobs whose UC(n) (seed 000 Eq. 4.4) exceeds a ceiling.
 
-The streaming decision agent and the cluster simulator both call :func:`decide`.
+The streaming decision agent and the cluster simulator both call one
+:class:`DecisionPolicy` (the tree per job, FARS when spares are short).
 Times are epoch seconds unless a name says ``_h`` (hours) or ``_s`` (seconds).
 
 >>> costs = SiteCosts()
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 from hpcguard.models.actions import action_id  # re-exported: ids of the actions decided here
 
-__all__ = ["action_id", "SiteCosts", "Decision", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
+__all__ = ["action_id", "SiteCosts", "Decision", "DecisionPolicy", "spare_pool_at", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
            "decide_many", "checkpoint_recommendation", "BRANCHES"]
 
 #: branch names of Fig. 4.2 as they appear in action reasons
@@ -220,7 +221,7 @@ def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCost
     lead_s = max(deadline - now, 0.0)
     node = str(prediction["node"])
     base_reason = {"model": prediction.get("model"), "failure_probability": prob, "lead_minutes": lead_s / 60.0,
-                   "predicted_node": node}
+                   "predicted_node": node, "sample_time": pred_time}
     if job is None:
         return [{"kind": "drain", "job_id": None, "nodes": [node], "deadline": deadline, "source": "policy",
                  "reason": {**base_reason, "branch": "drain:idle-node", "inputs": {"spare_nodes": int(spare_nodes)},
@@ -292,15 +293,17 @@ def decide_many(predictions: list[dict], jobs_by_node: dict, spare_nodes: int, c
         t_now = max(float(p["time"]) for p in warned) if now is None else float(now)
         cands = []
         for j, job in jobs.items():
-            t_last = job.get("last_checkpoint_time", job.get("start_time", t_now))
+            t_last = job.get("last_checkpoint_time")
+            t_last = float(job.get("start_time", t_now) if t_last is None else t_last)
             cands.append({"id": j, "nodes": int(job.get("num_nodes") or len(_job_nodes(job)) or 1),
                           "suspicious_nodes": need[j], "runtime_h": float(job.get("time_limit_s", 3600.0)) / 3600.0,
-                          "hours_since_checkpoint": max(t_now - float(t_last), 0.0) / 3600.0})
+                          "hours_since_checkpoint": max(t_now - t_last, 0.0) / 3600.0,
+                          "requeue_h": job.get("requeue_h"), "restart_h": job.get("restart_h")})
         mig_h = costs.migration_seconds() / 3600.0 if overhead_h is None else overhead_h
         sel = select_jobs(cands, int(spare_nodes), strategy, precision, interval_h, mig_h)
         granted = set(sel.selected) - ({sel.residual} if sel.residual else set())
         fars_info = {"strategy": strategy, "selected": sel.selected, "gain": sel.gain, "spare_nodes": int(spare_nodes)}
-    for j, p in first.items():
+    for j, p in sorted(first.items()):
         acts = decide(p, jobs[j], need[j] if j in granted else 0, costs, ensemble_fpr, uc_ceiling, now)
         for a in acts:
             if fars_info is not None:
@@ -308,6 +311,77 @@ def decide_many(predictions: list[dict], jobs_by_node: dict, spare_nodes: int, c
             a["reason"]["predicted_nodes"] = sorted({str(q["node"]) for q in by_job[j]})
         actions += acts
     return actions
+
+
+@dataclass(frozen=True)
+class DecisionPolicy:
+    """The one decision policy of the streaming agent and the cluster simulator.
+
+    A call decides for the warnings of one moment: the Fig. 4.2 tree (:func:`decide`) per
+    job with the site's :class:`SiteCosts`, FARS (seed 001, :func:`decide_many`) sharing
+    the spare pool when it is short, UC(n) gating and reporting (seed 000 Eq. 4.4) when the
+    predictor's fpr is known. ``spare`` is the FARS spare pool (a list of nodes, e.g.
+    :func:`hpcguard.models.fars.spare_pool`, or its size).
+
+    >>> pol = DecisionPolicy(SiteCosts())
+    >>> pred = {"node": "n1", "time": 1000.0, "warn": True, "lead_minutes": 2.0}
+    >>> job = {"job_id": "42", "nodes": ["n1", "n2"], "start_time": 0.0, "time_limit_s": 3600}
+    >>> [(a["kind"], a["reason"]["branch"]) for a in pol([pred], {"n1": job}, spare=["n7"])]
+    [('migrate', 'migrate:lead>=migration')]
+    >>> pol([pred], {"n1": job}, spare=[])    # 120 s lead < 756 s safeguard checkpoint: nothing
+    []
+    """
+
+    costs: SiteCosts = SiteCosts()
+    uc_ceiling: float | None = None
+    strategy: str = "sul-d"        # FARS gain when spares are short
+    precision: float = 0.7         # the predictor precision FARS's f_i assumes
+    interval_h: float = 0.5        # FARS interval I_F
+    overhead_h: float | None = None  # FARS O_F; None: the migration time
+
+    def __call__(self, predictions: list[dict], jobs_by_node: dict, spare, fpr: float | None = None,
+                 now: float | None = None) -> list[dict]:
+        from hpcguard.models.metrics import uc_probability
+
+        n_spare = spare if isinstance(spare, int) else len(spare)
+        actions = decide_many(predictions, jobs_by_node, n_spare, self.costs, self.precision, self.strategy,
+                              self.interval_h, self.overhead_h, ensemble_fpr=fpr, uc_ceiling=self.uc_ceiling,
+                              now=now)
+        if fpr is not None:
+            for a in actions:
+                if a["job_id"] is not None:  # seed 000 Eq. 4.4: chance this job's warning is unnecessary
+                    n = int(a["reason"]["inputs"].get("num_nodes", 1))
+                    a["reason"].setdefault("uc", float(uc_probability(fpr, n)))
+                a["reason"].setdefault("predictor_fpr", float(fpr))
+        return actions
+
+
+def spare_pool_at(timeline, nodes, warned, t: float) -> list[str]:
+    """FARS's spare pool at event time ``t`` from a job timeline (:class:`hpcguard.models.jobs.JobTimeline`).
+
+    Idle nodes are ``nodes`` with no job running at ``t``; the queue head is the first job
+    queued at ``t``; running jobs free their nodes at ``start_time + time_limit_s`` (jobs
+    without a limit never do, for the reservation). ``warned`` nodes are excluded.
+
+    >>> from hpcguard.models.jobs import JobTimeline
+    >>> tl = JobTimeline().extend([
+    ...     {"job_id": "1", "event": "start", "time": 0.0, "nodes": ["n1", "n2"], "time_limit_s": 600},
+    ...     {"job_id": "2", "event": "submit", "time": 10.0, "num_nodes": 3}])
+    >>> spare_pool_at(tl, ["n1", "n2", "n3", "n4"], {"n4"}, 20.0)   # job 2 will take n3 and both of job 1's
+    []
+    >>> spare_pool_at(tl, ["n1", "n2", "n3", "n4", "n5"], {"n4"}, 20.0)
+    ['n5']
+    """
+    from hpcguard.models.fars import spare_pool
+
+    idle = timeline.idle_nodes_at(nodes, t)
+    queue = timeline.queued_at(t)
+    head_size, releases = 0, []
+    if queue:
+        head_size = int(queue[0].get("num_nodes") or 1)
+        releases = [(float(j["start_time"]) + float(j["time_limit_s"]), len(j["nodes"]))
+                    for j in timeline.running_at(t) if j.get("time_limit_s")]
+    return spare_pool(idle, warned, head_size, releases)
 
 
 def checkpoint_recommendation(job: dict, mtbf_h: float, ckpt_cost_h: float, shape: float | None = None,

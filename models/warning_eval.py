@@ -32,20 +32,30 @@ def warning_episodes(nodes: np.ndarray, times: np.ndarray, gap_s: float = 600.0)
 
 
 def score_warnings(warn_nodes: np.ndarray, warn_times: np.ndarray, failure_nodes: np.ndarray,
-                   failure_times: np.ndarray, horizon_s: float = 900.0, gap_s: float = 600.0) -> dict:
+                   failure_times: np.ndarray, horizon_s: float = 900.0, gap_s: float = 600.0,
+                   per_failure: bool = False) -> dict:
+    """Warned/missed failures, false-alarm episodes and lead times (minutes).
+
+    ``per_failure=True`` adds ``per_failure_lead_minutes`` aligned with the failures
+    (NaN where a failure was not warned)."""
     warn_nodes = np.asarray(warn_nodes).astype(str)
     warn_times = np.asarray(warn_times, float)
     failure_nodes = np.asarray(failure_nodes).astype(str)
     failure_times = np.asarray(failure_times, float)
     leads: list[float] = []
+    each: list[float] = []
     for node, t in zip(failure_nodes, failure_times):
         hit = warn_times[(warn_nodes == node) & (warn_times >= t - horizon_s) & (warn_times < t)]
+        each.append(round(float(t - hit.min()) / 60.0, 2) if hit.size else float("nan"))
         if hit.size:
-            leads.append(round(float(t - hit.min()) / 60.0, 2))
+            leads.append(each[-1])
     false_alarms = 0
     for node, first, last in warning_episodes(warn_nodes, warn_times, gap_s):
         followed = (failure_nodes == node) & (failure_times > first) & (failure_times <= last + horizon_s)
         if not followed.any():
             false_alarms += 1
-    return {"injected": int(len(failure_times)), "warned": len(leads), "missed": int(len(failure_times) - len(leads)),
-            "false_alarms": false_alarms, "lead_minutes": leads}
+    out = {"injected": int(len(failure_times)), "warned": len(leads), "missed": int(len(failure_times) - len(leads)),
+           "false_alarms": false_alarms, "lead_minutes": leads}
+    if per_failure:
+        out["per_failure_lead_minutes"] = each
+    return out

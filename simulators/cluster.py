@@ -42,6 +42,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from hpcguard.models import fars
+from hpcguard.models.policy import DecisionPolicy, SiteCosts
 from hpcguard.simulators.failures import FailureTrace, Predictions, empty_predictions
 from hpcguard.simulators.workload import Workload
 
@@ -61,8 +63,9 @@ class Costs:
     fars_interval_s: float = 1800.0  # I_F
     bb_ckpt_s: float = 30.0        # checkpoint to the burst buffer (blocking part)
     bb_restart_s: float = 30.0     # restart from the burst buffer
-    migration_s: float = 60.0      # live migration of a job's processes off a node
     requeue_s: float = 0.0         # extra re-queue penalty before a failed job may start again
+    # the decision agent's cost model: live-migration and safeguard-checkpoint times of the Fig. 4.2 tree
+    site: SiteCosts = SiteCosts()
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,11 @@ class ClusterSimulator:
         if policy.migrate and len(self.pred):
             sigma = min(self.pred.measured_recall(failures), 0.95)
         self.tau, self.delta = checkpoint_intervals(workload, policy, costs, node_mtbf_h, weibull_shape, sigma)
+        # the streaming decision agent's policy object, with the same site costs
+        self.decision = DecisionPolicy(costs.site, strategy=policy.fars or "sul-d", precision=self.precision,
+                                       interval_h=costs.fars_interval_s / 3600.0,
+                                       overhead_h=costs.fars_overhead_s / 3600.0 if policy.fars else None)
+        self.decisions: list[dict] = []   # every action the policy returned, in decision order
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
@@ -600,71 +608,89 @@ class ClusterSimulator:
     # ------------------------------------------------------------------ predictions: FARS and multilevel
     def _on_predictions(self, a: int, b: int, t: float) -> None:
         p = self.pred
-        nodes = p.node[a:b]
-        fidx = p.failure_index[a:b]
         self.counts["predictions"] += b - a
-        self.counts["true_predictions"] += int((fidx >= 0).sum())
-        jobs_on = self.node_job[nodes]
-        if not (jobs_on >= 0).any():
-            return
+        self.counts["true_predictions"] += int((p.failure_index[a:b] >= 0).sum())
         if self.policy.fars:
-            self._fars(nodes, jobs_on, t, float(p.window_end[a:b].max()))
-        elif self.policy.safeguard or self.policy.migrate:
-            self._pred_i = a
-            self._multilevel(nodes, fidx, jobs_on, t, p.window_start[a:b], p.window_end[a:b])
+            # FARS: the failure may come any time in the predicted window
+            deadline = p.window_end[a:b]
+        else:
+            # multilevel (seed 003): the warning comes ``lead`` before the predicted failure time
+            deadline = self.pred_target[a:b]
+        self._decide(p.node[a:b], p.failure_index[a:b], deadline, t, float(p.window_end[a:b].max()))
 
     def _spare_pool(self, suspicious: np.ndarray, now: float) -> np.ndarray:
-        """Idle nodes − suspicious nodes − nodes held for the queue head's EASY reservation (FARS §3.2)."""
-        from hpcguard.models import fars
-
+        """FARS §3.2 spare pool (:func:`hpcguard.models.fars.spare_pool`): idle − suspicious −
+        the EASY reservation of the queue head (running jobs' estimated ends and repairs free nodes)."""
         idle_ids = np.flatnonzero((self.node_job < 0) & ~self.node_down)
-        candidates = np.setdiff1d(idle_ids, suspicious, assume_unique=True)
-        reserved: list[int] = []
         head = next((j for j in self.queue if j not in self.delayed), None)
+        head_size, releases = 0, []
         if head is not None:
-            _, extra = self._reservation_for(head, now)
-            reserved = candidates[:max(candidates.size - extra, 0)].tolist()
-        pool = fars.spare_pool(idle_ids.tolist(), suspicious.tolist(), reserved)
-        return np.array(sorted(pool), np.int64)
+            head_size = self.size[head]
+            releases = [(self._expected_end(j, now), self.size[j]) for j in self.running]
+            down = np.flatnonzero(self.node_down & (self.node_job < 0))
+            releases += [(float(self.down_until[n]), 1) for n in down.tolist()]
+        return np.array(fars.spare_pool(idle_ids.tolist(), suspicious.tolist(), head_size, releases), np.int64)
 
-    def _job_view(self, j: int, susp_nodes: np.ndarray, now: float) -> dict:
-        """A suspicious job as :func:`hpcguard.models.fars.select_jobs` reads it."""
+    def _job_view(self, j: int, now: float) -> dict:
+        """A running job as :class:`hpcguard.models.policy.DecisionPolicy` reads it (the agent's job record)."""
         eff = min(self._eff(j, now), self.seg_wall[j])
         ovh, saved, _, _ = self._decompose(j, eff)
         tau, d = self.tau_l[j], self.delta_l[j]
         k = saved / tau if tau < INF else 0.0
         # wall time since the last durable state: the last checkpoint in this segment, else the segment start
         since = (now - self.seg_start[j]) if k == 0 else (eff - ovh - k * (tau + d)) / self.rate[j]
-        return {"id": int(j), "nodes": int(self.size[j]), "suspicious_nodes": int(len(susp_nodes)),
-                "hours_since_checkpoint": max(since, 0.0) / 3600.0,
-                "runtime_h": float(self.wl.runtime[j]) / 3600.0,
+        return {"job_id": str(j), "nodes": [str(n) for n in self.job_nodes[j].tolist()], "num_nodes": self.size[j],
+                "start_time": self.seg_start[j], "time_limit_s": self.est[j],
+                "last_checkpoint_time": now - max(since, 0.0),
                 "requeue_h": self.costs.requeue_s / 3600.0, "restart_h": self.costs.restart_s / 3600.0}
 
-    def _fars(self, nodes: np.ndarray, jobs_on: np.ndarray, t: float, window_end: float) -> None:
-        from hpcguard.models import fars
+    def _decide(self, nodes: np.ndarray, fidx: np.ndarray, deadline: np.ndarray, t: float, window_end: float) -> None:
+        """Ask the decision policy about the warned nodes and apply what it says.
 
+        Migrations take nodes from the FARS spare pool (FARS moves are stop-and-restart with
+        overhead O_F; multilevel moves are live migrations); a safeguard checkpoint restarts
+        the periodic schedule; a warned idle node is drained until its predicted failure.
+        """
+        pol = self.policy
+        preds, jobs = [], {}
+        for n, dl in zip(nodes.tolist(), deadline.tolist()):
+            preds.append({"node": str(n), "time": t, "warn": True, "lead_minutes": max(dl - t, 0.0) / 60.0,
+                          "failure_probability": self.precision, "model": "simulator"})
+            j = int(self.node_job[n])
+            if j >= 0:
+                jobs[str(n)] = self._job_view(j, t)
         suspicious = np.unique(nodes)
-        by_job: dict[int, np.ndarray] = {}
-        for j in np.unique(jobs_on[jobs_on >= 0]).tolist():
-            by_job[j] = np.intersect1d(self.job_nodes[j], suspicious)
-        spare = self._spare_pool(suspicious, t)
-        if spare.size == 0:
-            return
-        jobs = [self._job_view(j, s, t) for j, s in by_job.items()]
-        sel = fars.select_jobs(jobs, int(spare.size), self.policy.fars, precision=self.precision,
-                               interval_h=self.costs.fars_interval_s / 3600.0,
-                               overhead_h=self.costs.fars_overhead_s / 3600.0)
-        free_spares = list(spare.tolist())
-        for jid in sel.selected:
-            j = int(jid)
-            bad = by_job[j]
-            take = min(len(bad), len(free_spares))   # residual rule may move only part of a job
-            if take == 0:
+        spare = self._spare_pool(suspicious, t) if (pol.fars or pol.migrate) else np.zeros(0, np.int64)
+        acts = self.decision(preds, jobs, spare.tolist(), now=t)
+        self.decisions += acts
+        free = spare.tolist()
+        true_fail = {int(n) for n, fi in zip(nodes.tolist(), fidx.tolist()) if fi >= 0}
+        for act in acts:
+            if act["kind"] == "drain":
+                n = int(act["nodes"][0])
+                if not self.node_down[n]:
+                    self._drain(np.array([n]), max(act["deadline"], window_end) + 1.0)
                 continue
-            new = np.array(free_spares[:take], np.int64)
-            del free_spares[:take]
-            self._move(j, bad[:take], new, t, self.costs.fars_overhead_s, "fars", drain_until=window_end)
-            self.counts["fars_rescheduled"] += 1
+            j = int(act["job_id"])
+            if j not in self.running:
+                continue
+            if act["kind"] == "migrate":
+                bad = np.array(sorted(int(n) for n in act["reason"]["predicted_nodes"]), np.int64)
+                take = min(bad.size, len(free))
+                if take == 0:
+                    continue
+                new = np.array(free[:take], np.int64)
+                del free[:take]
+                overhead = self.costs.fars_overhead_s if pol.fars else act["reason"]["inputs"]["migration_s"]
+                self._move(j, bad[:take], new, t, overhead, "fars" if pol.fars else "migration",
+                           drain_until=max(act["deadline"], window_end) + 1.0)
+                self.counts["fars_rescheduled" if pol.fars else "migrations"] += 1
+                self.counts["avoided_failures"] += int(bool(true_fail & set(bad[:take].tolist())))
+            elif act["kind"] == "checkpoint" and pol.safeguard:
+                self._close_segment(j, t, keep_unsaved=True)
+                # the periodic schedule restarts after the safeguard checkpoint (seed 003 Tab. 4.1)
+                self._begin_segment(j, t, act["reason"]["inputs"]["safeguard_ckpt_s"], "safeguard")
+                self.counts["safeguards"] += 1
 
     def _drain(self, nodes: np.ndarray, until: float) -> None:
         """Keep warned nodes out of scheduling until ``until`` (the end of the warning window)."""
@@ -690,34 +716,6 @@ class ClusterSimulator:
         keep = nodes[~np.isin(nodes, old)]
         self.job_nodes[j] = np.concatenate([keep, new])
         self._begin_segment(j, t, overhead, kind)
-
-    def _multilevel(self, nodes, fidx, jobs_on, t, wstart, wend) -> None:
-        """Seed 003 Fig. 4.2 for each warned node that runs a job."""
-        from hpcguard.models import policy as mpol
-
-        c = self.costs
-        handled: set[int] = set()
-        for n, fi, j, ws, we in zip(nodes.tolist(), fidx.tolist(), jobs_on.tolist(), wstart.tolist(),
-                                    wend.tolist()):
-            if j < 0 or j in handled or self.node_job[n] != j:
-                continue
-            lead = max(float(self.pred_target[self._pred_i]) - t, 0.0)
-            idle = np.flatnonzero((self.node_job < 0) & ~self.node_down)
-            spare_ok = self.policy.migrate and idle.size > 0
-            d = mpol.multilevel_decision(lead_s=lead, migration_s=c.migration_s,
-                                         safeguard_ckpt_s=c.bb_ckpt_s, spare_available=spare_ok)
-            kind = getattr(d, "kind", d)
-            if kind == "migrate" and spare_ok:
-                self._move(j, np.array([n], np.int64), idle[:1], t, c.migration_s, "migration",
-                           drain_until=max(we, float(self.pred_target[self._pred_i])) + 1.0)
-                self.counts["migrations"] += 1
-                if fi >= 0:
-                    self.counts["avoided_failures"] += 1
-            elif kind == "checkpoint" and self.policy.safeguard:
-                self._close_segment(j, t, keep_unsaved=True)
-                self._begin_segment(j, t, c.bb_ckpt_s, "safeguard")   # periodic schedule restarts here
-                self.counts["safeguards"] += 1
-            handled.add(j)
 
     # ------------------------------------------------------------------ IO contention and CanarIO
     def _rate_for(self, j: int) -> float:

@@ -35,6 +35,8 @@ from typing import Optional
 
 import numpy as np
 
+from hpcguard.models.units import parse_duration
+
 
 @dataclass
 class FailureTrace:
@@ -133,8 +135,14 @@ def lanl_failures(path: str, system: int, nodes: int, horizon_s: float, offset_s
 def parse_failure_spec(spec: str, nodes: int, horizon_s: float, rng: np.random.Generator) -> FailureTrace:
     """Failures from a CLI spec.
 
-    ``lanl:FILE:SYSTEM`` · ``weibull:shape=S,mtbf=H[,mttr=H]`` · ``exponential:mtbf=H[,mttr=H]``
-    · ``none``.  ``mtbf`` is the per-node MTBF in hours (FARS Tab. 3 uses 14 days = 336 h).
+    ``lanl:FILE:SYSTEM`` · ``weibull:shape=S,mtbf=D[,mttr=D]`` · ``exponential:mtbf=D[,mttr=D]``
+    · ``none``.  ``mtbf`` is the per-node MTBF, ``mttr`` the mean repair time, both
+    durations as the other commands take them (``24h``, ``90m``, ``14d``; a plain number
+    is hours).  FARS Tab. 3 uses ``mtbf=14d`` (= 336).
+
+    >>> f = parse_failure_spec("exponential:mtbf=90m,mttr=45m", 4, 86400.0, np.random.default_rng(0))
+    >>> f.source, 25 < len(f) < 50          # 4 nodes × 24 h / (1.5 h up + 0.75 h repair) ≈ 43
+    ('exponential, node mtbf 1.5 h, mttr 0.75 h', True)
     """
     spec = spec.strip()
     kind, _, rest = spec.partition(":")
@@ -150,20 +158,24 @@ def parse_failure_spec(spec: str, nodes: int, horizon_s: float, rng: np.random.G
         params: dict[str, float] = {}
         for item in filter(None, rest.split(",")):
             key, eq, value = item.partition("=")
-            try:
-                params[key.strip().lower()] = float(value)
-            except ValueError:
-                raise ValueError(f"bad failure spec {spec!r}: {item!r} is not key=number") from None
+            key = key.strip().lower()
             if not eq:
-                raise ValueError(f"bad failure spec {spec!r}: {item!r} is not key=number")
+                raise ValueError(f"bad failure spec {spec!r}: {item!r} is not key=value")
+            try:  # shape is a number; mtbf and mttr are durations (bare number = hours)
+                params[key] = float(value) if key == "shape" else parse_duration(value)
+            except ValueError:
+                raise ValueError(f"bad failure spec {spec!r}: {item!r} needs a "
+                                 f"{'number' if key == 'shape' else 'duration such as 24h, 90m, 14d'}") from None
         unknown = set(params) - {"shape", "mtbf", "mttr"}
         if unknown or "mtbf" not in params:
-            raise ValueError(f"bad failure spec {spec!r}: need mtbf=HOURS (and shape=S for weibull), "
+            raise ValueError(f"bad failure spec {spec!r}: need mtbf=DURATION (and shape=S for weibull), "
                              f"unknown {sorted(unknown)}")
+        if params["mtbf"] <= 0:
+            raise ValueError(f"bad failure spec {spec!r}: mtbf must be positive")
         shape = params.get("shape", 1.0) if kind == "weibull" else 1.0
         return renewal_failures(rng, nodes, horizon_s, params["mtbf"], params.get("mttr", 0.75), shape)
-    raise ValueError(f"bad failure spec {spec!r}: use lanl:FILE:SYSTEM, weibull:shape=S,mtbf=H, "
-                     "exponential:mtbf=H or none")
+    raise ValueError(f"bad failure spec {spec!r}: use lanl:FILE:SYSTEM, weibull:shape=S,mtbf=24h, "
+                     "exponential:mtbf=90m or none")
 
 
 @dataclass

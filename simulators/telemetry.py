@@ -9,8 +9,22 @@ the recorded-data directory of ``docs/formats.md``).  It produces, for ``N`` nod
   sensors (FreeIPMI names such as ``CPU1 Temp``, ``FAN1A``, ``Vcore``, ``PS1 Temp`` plus
   unmapped extras like ``System Temp`` and an occasional ``N/A`` reading);
 * a Slurm job table (what ``sacct --parsable2`` shows);
-* ground truth: failures (``time,node,job_id,cause``) and anomalies
-  (``start,end,node,kind,leads_to_failure``).
+* ground truth: failures (``time,node,job_id,cause,family,onset_minutes,onset_time``;
+  ``family`` is ``sudden`` with onset 0 when no precursor came first) and anomalies
+  (``start,end,node,kind,leads_to_failure,family``).
+
+What follows is the ``classic`` profile (the default).  A site profile
+(:mod:`hpcguard.simulators.profiles`, ``profile=`` or ``TelemetryParams.site``) keeps
+the failure, job, counter and OS-sampler model and changes the rest: precursor
+*families* (memory leaks, single-poll Vcore droops growing in frequency, PSU
+temperature oscillation, fan bearing wear with the other fans compensating, plus the
+classic kinds) with gradual onsets 3–20 min ahead; benign *look-alikes* (rack-wide
+cooling blips, a fan that slows and recovers, jobs that fill RAM and end, isolated
+Vcore droops, PSU warm-ups, IO stalls) as frequent as the precursors and kept 25 min
+clear of any failure; BMC readings from a rack-wide inlet (rack offset, slow drift,
+daily cycle) with per-node and per-fan baselines; hardware generations whose BMCs name
+sensors their own way and write FreeIPMI CSV or ``ipmitool sdr elist``; missing single
+polls and minutes-long BMC outages.
 
 Model
 -----
@@ -79,17 +93,32 @@ Example
 >>> c = tel.summary()["counts"]
 >>> c["anomalies"] == c["precursors"] + c["benign_anomalies"]
 True
+>>> site = generate_telemetry(nodes=8, hours=1, seed=2, profile="intermittent", mtbf_hours=1.0)
+>>> site.ipmi.shape[-1] == len(ROLES), sorted(set(site.hardware))
+(True, ['dell-idrac', 'generic-freeipmi', 'lenovo-xcc'])
 """
 from __future__ import annotations
 
 import dataclasses
 import heapq
+import zlib
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 from scipy.signal import lfilter
 from scipy.special import gamma
+
+from hpcguard.simulators.profiles import (
+    FAN_ROLES,
+    GENERATIONS,
+    LOOKALIKE_KINDS,
+    ROLE,
+    ROLES,
+    HardwareGeneration,
+    SiteParams,
+    profile_overrides,
+)
 
 DEFAULT_START = 1679682800.0
 MAX_NODE_SECONDS = 5e7  # ≈ 8 GB of 1 s arrays (64 nodes × 9 days)
@@ -164,6 +193,9 @@ class TelemetryParams:
     counter_reset_rate : counter resets per node-day without a reboot (Lustre stats
         cleared or the network interface re-created), on top of the reset at every reboot.
     first_job_id : id of the first generated job.
+    site : ``None`` for the classic simulator, else the site effects of a profile
+        (:class:`~hpcguard.simulators.profiles.SiteParams`: precursor families,
+        look-alikes, hardware generations, missing polls, BMC outages).
     io_slowdown : optional per-second factor ``>= 1`` (length ``ceil(hours·3600)``
         rounded up to 15 s) dividing every node's Lustre rates (PFS degradation hook).
     """
@@ -189,6 +221,7 @@ class TelemetryParams:
     na_rate: float = 5e-4
     counter_reset_rate: float = 1.0
     first_job_id: int = 4001
+    site: Optional[SiteParams] = None
     io_slowdown: Optional[np.ndarray] = field(default=None, repr=False)
 
     def validate(self, nodes: int, hours: float) -> None:
@@ -228,6 +261,11 @@ class TelemetryParams:
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+        if self.site is not None:
+            if self.anomaly_rate > 0:
+                raise ValueError("anomaly_rate (classic benign humps) applies to the classic profile only; "
+                                 "site profiles place benign look-alikes (SiteParams.lookalike_ratio)")
+            self.site.validate()
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -264,6 +302,25 @@ class Telemetry:
     seed: int
     down_at_start: list[str] = field(default_factory=list)
     counter_resets: list[dict] = field(default_factory=list)  # resets without a reboot
+    profile: str = "classic"
+    hardware: list[str] = field(default_factory=list)  # generation per node ("classic": IPMI_SENSORS)
+    racks: list[int] = field(default_factory=list)
+    ipmi_up: Optional[np.ndarray] = None    # (N, T15) polls that arrive (None: up15)
+    ldms_up15: Optional[np.ndarray] = None  # (N, T15) 15 s LDMS rows that arrive (None: up15)
+    bmc_outages: list[dict] = field(default_factory=list)
+
+    @property
+    def ipmi_mask(self) -> np.ndarray:
+        return self.up15 if self.ipmi_up is None else self.ipmi_up
+
+    @property
+    def ldms_mask(self) -> np.ndarray:
+        return self.up15 if self.ldms_up15 is None else self.ldms_up15
+
+    def ipmi_columns(self, n: int) -> list[int]:
+        """Columns of ``ipmi`` that node ``n``'s BMC reports (its generation's sensors)."""
+        gen = self.hardware[n] if self.hardware else "classic"
+        return list(range(len(IPMI_SENSORS))) if gen == "classic" else GENERATIONS[gen].roles
 
     @property
     def end(self) -> float:
@@ -272,8 +329,9 @@ class Telemetry:
     def n_values(self) -> int:
         """Sensor/metric values generated for up samples (the throughput unit)."""
         n = int(self.up1.sum()) * self.lustre.shape[-1]
-        per15 = sum(a.shape[-1] for a in self.ldms15.values()) + self.ipmi.shape[-1]
-        return n + int(self.up15.sum()) * per15
+        n += int(self.ldms_mask.sum()) * sum(a.shape[-1] for a in self.ldms15.values())
+        polls = self.ipmi_mask.sum(axis=1)
+        return n + int(sum(int(polls[i]) * len(self.ipmi_columns(i)) for i in range(len(self.nodes))))
 
     def job_dicts(self) -> list[dict]:
         """Started jobs as dicts with epoch times (input of ``simulate_pfs(jobs=...)``).
@@ -299,8 +357,16 @@ class Telemetry:
     def summary(self) -> dict:
         kinds = [a["kind"] for a in self.anomalies]
         jobs_in_window = int(np.sum(self.jobs["visible"]))
+        families = [f["family"] for f in self.failures]
+        gens = sorted(set(self.hardware))
         return {
             "nodes": self.nodes, "start": self.start, "end": self.end, "seed": self.seed,
+            "profile": self.profile,
+            "hardware": dict(zip(self.nodes, self.hardware)),
+            "generations": {g: _generation_info(g) for g in gens},
+            "racks": dict(zip(self.nodes, self.racks)),
+            "bmc_outages": [{**o, "start": self.start + o["start"], "end": self.start + o["end"],
+                             "node": self.nodes[o["node"]]} for o in self.bmc_outages],
             "parameters": self.params.as_dict(),
             "down_at_start": self.down_at_start,
             "counter_resets": [{**r, "time": self.start + r["time"], "node": self.nodes[r["node"]]}
@@ -311,11 +377,15 @@ class Telemetry:
                 "anomalies": len(self.anomalies),
                 "precursors": sum(a["leads_to_failure"] for a in self.anomalies),
                 "benign_anomalies": sum(1 - a["leads_to_failure"] for a in self.anomalies),
-                "anomaly_kinds": {k: kinds.count(k) for k in ANOMALY_KINDS},
+                "anomaly_kinds": {k: kinds.count(k) for k in dict.fromkeys([*ANOMALY_KINDS, *kinds])},
+                "failure_families": {k: families.count(k) for k in sorted(set(families))},
                 "jobs": jobs_in_window,
                 "jobs_node_fail": int(np.sum(self.jobs["visible"] & (self.jobs["state"] == "NODE_FAIL"))),
                 "samples": {"lustre_client": int(self.up1.sum()),
-                            **{s: int(self.up15.sum()) for s in self.ldms15}, "ipmi_polls": int(self.up15.sum())},
+                            **{s: int(self.ldms_mask.sum()) for s in self.ldms15},
+                            "ipmi_polls": int(self.ipmi_mask.sum())},
+                "missing_polls": {"ipmi": int((self.up15 & ~self.ipmi_mask).sum()),
+                                  "ldms": int((self.up15 & ~self.ldms_mask).sum())},
                 "values": self.n_values(),
             },
         }
@@ -323,6 +393,16 @@ class Telemetry:
 
 def _py(v):
     return v.item() if hasattr(v, "item") else v
+
+
+def _generation_info(name: str) -> dict:
+    """meta.json description of a hardware generation: vendor, format and sensor names."""
+    if name == "classic":
+        return {"vendor": "generic", "format": "freeipmi-csv", "sensors": [s[1] for s in IPMI_SENSORS],
+                "discrete": [s[1] for s in IPMI_DISCRETE]}
+    g = GENERATIONS[name]
+    return {"vendor": g.vendor, "format": g.format, "sensors": [s[1] for s in g.sensors],
+            "discrete": [d[0] for d in g.discrete]}
 
 
 # --------------------------------------------------------------------------- failures
@@ -480,8 +560,8 @@ def _place_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray],
                                                            p.precursor_power))
         lead = min(lead, uptime)
         if has and lead >= lo:
-            anomalies.append({"start": f - lead, "end": f, "node": n, "kind": kind, "leads_to_failure": 1,
-                              "strength": strength, "step": step, "power": power})
+            anomalies.append({"start": f - lead, "end": f, "node": n, "kind": kind, "family": kind,
+                              "leads_to_failure": 1, "strength": strength, "step": step, "power": power})
     busy = [[(a["start"] - 300.0, a["end"]) for a in anomalies if a["node"] == n] for n in range(n_nodes)]
     for n, f, r in zip(sched["node"], sched["fail"], sched["repaired"]):
         busy[int(n)].append((f - 60.0, r + 60.0))
@@ -494,10 +574,106 @@ def _place_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray],
         strength = rng.uniform(*p.anomaly_strength)
         for a in rng.uniform(0.0, max(duration_s - length, 1.0), 20):
             if all(a + length <= s or a >= e for s, e in busy[n]):
-                anomalies.append({"start": a, "end": a + length, "node": n, "kind": kind, "leads_to_failure": 0,
-                                  "strength": strength, "step": 0.0, "power": 1.0})
+                anomalies.append({"start": a, "end": a + length, "node": n, "kind": kind, "family": kind,
+                                  "leads_to_failure": 0, "strength": strength, "step": 0.0, "power": 1.0})
                 busy[n].append((a, a + length))
                 break
+    anomalies.sort(key=lambda a: (a["start"], a["node"]))
+    return anomalies
+
+
+# lengths (minutes) of the benign look-alikes
+_LOOKALIKE_MINUTES = {"cooling_blip": (2.0, 8.0), "fan_dip": (2.0, 10.0), "mem_fill": (3.0, 15.0),
+                      "vcore_blip": (3.0, 15.0), "psu_warm": (3.0, 12.0), "io_stall": (1.0, 6.0)}
+
+
+def _pick(rng: np.random.Generator, pairs: tuple[tuple[str, float], ...]) -> str:
+    names = [k for k, _ in pairs]
+    w = np.array([x for _, x in pairs], float)
+    return names[int(rng.choice(len(names), p=w / w.sum()))]
+
+
+def _free(busy: list[tuple[float, float]], a: float, b: float) -> bool:
+    return all(b <= s or a >= e for s, e in busy)
+
+
+def _place_site_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray], n_nodes: int,
+                          duration_s: float, p: TelemetryParams, jobs: dict[str, np.ndarray],
+                          rack_of: np.ndarray, fans_of: np.ndarray) -> list[dict]:
+    """Precursors of a site profile's families and as many benign look-alikes (node-level rows).
+
+    Every anomaly dict holds ``start, end, node, kind, family, leads_to_failure, strength,
+    step, power`` and ``fan`` (the fan a ``fan_bearing``/``fan_dip`` hits), ``delta``
+    (°C of a cooling blip), ``level`` (memory share a ``mem_fill`` reaches) and
+    ``period`` (seconds of a PSU oscillation).
+    """
+    site = p.site
+    lo, hi = (x * 60.0 for x in p.precursor_lead_minutes)
+    anomalies: list[dict] = []
+
+    def extra(node: int) -> dict:
+        return {"fan": int(rng.integers(0, fans_of[node])), "delta": rng.uniform(3.0, 7.0),
+                "level": rng.uniform(0.88, 0.97), "period": rng.uniform(60.0, 240.0)}
+
+    for i in np.flatnonzero((sched["fail"] >= 0) & (sched["fail"] < duration_s)):
+        n, f = int(sched["node"][i]), float(sched["fail"][i])
+        earlier = sched["repaired"][(sched["node"] == n) & (sched["fail"] < f)]
+        uptime = f - (earlier.max() if earlier.size else -np.inf)
+        has = rng.random() < p.precursor_fraction
+        family = _pick(rng, site.families)
+        f_lo, f_hi = (max(lo, 300.0), max(min(hi, 1200.0), max(lo, 300.0))) if family == "memory_leak" else (lo, hi)
+        # a node back from repair less than the shortest onset ago dies without warning
+        lead = rng.uniform(f_lo, max(min(f_hi, uptime), f_lo))
+        strength, step, power = (rng.uniform(*r) for r in (p.precursor_strength, p.precursor_step,
+                                                           p.precursor_power))
+        if has and uptime >= f_lo:
+            anomalies.append({"start": f - lead, "end": f, "node": n, "kind": family, "family": family,
+                              "leads_to_failure": 1, "strength": strength, "step": step, "power": power,
+                              **extra(n)})
+    n_precursors_expected = (expected_failures(n_nodes, duration_s, p.mtbf_hours * 3600.0,
+                                               (p.repair_minutes[0] * 60.0, p.repair_minutes[1] * 60.0))
+                             * p.precursor_fraction)
+    target = rng.poisson(site.lookalike_ratio * n_precursors_expected)
+    # look-alikes keep 25 min clear of every failure (longer than any precursor), so a
+    # window labelled benign is never one that a failure follows
+    busy: list[list[tuple[float, float]]] = [[] for _ in range(n_nodes)]
+    for n, f, r in zip(sched["node"], sched["fail"], sched["repaired"]):
+        busy[int(n)].append((f - 1500.0, r + 60.0))
+    ended = np.flatnonzero(np.isin(jobs["state"], ["COMPLETED", "FAILED", "TIMEOUT"])
+                           & np.isfinite(jobs["start"]) & (jobs["end"] < duration_s))
+    benign: list[dict] = []
+    for _ in range(20 * max(target, 1)):  # bounded: a crowded cluster may not fit them all
+        if len(benign) >= target or not site.lookalikes:
+            break
+        # a cooling blip writes a row per node of its rack: weight it per row, not per event
+        kind = _pick(rng, tuple((k, w / (site.rack_size if k == "cooling_blip" else 1)) for k, w in site.lookalikes))
+        length = rng.uniform(*_LOOKALIKE_MINUTES[kind]) * 60.0
+        strength = rng.uniform(*p.precursor_strength)
+        if kind == "mem_fill":  # the last minutes of a real job that then ends
+            if not ended.size:
+                continue
+            j = int(rng.choice(ended))
+            t1 = float(jobs["end"][j])
+            t0 = max(t1 - length, float(jobs["start"][j]) + 60.0, 0.0)
+            nodes = [int(x) for x in jobs["node_index"][j]]
+        elif kind == "cooling_blip":  # the whole rack at once
+            t0 = rng.uniform(0.0, max(duration_s - length, 1.0))
+            t1 = t0 + length
+            nodes = [int(x) for x in np.flatnonzero(rack_of == rng.integers(0, rack_of.max() + 1))]
+        else:
+            t0 = rng.uniform(0.0, max(duration_s - length, 1.0))
+            t1 = t0 + length
+            nodes = [int(rng.integers(n_nodes))]
+        if t1 - t0 < (180.0 if kind == "mem_fill" else 60.0):  # a job too short to fill RAM visibly
+            continue
+        shared = extra(nodes[0])
+        for n in nodes:
+            if _free(busy[n], t0, t1):
+                benign.append({"start": t0, "end": t1, "node": n, "kind": kind, "family": LOOKALIKE_KINDS[kind],
+                               "leads_to_failure": 0, "strength": strength, "step": 0.0, "power": 1.0,
+                               **shared, "fan": int(rng.integers(0, fans_of[n]))})
+                busy[n].append((t0, t1))
+    anomalies += benign
     anomalies.sort(key=lambda a: (a["start"], a["node"]))
     return anomalies
 
@@ -623,9 +799,142 @@ def _bmc_readings(rng: np.random.Generator, util: np.ndarray, anomalies: list[di
     return ipmi
 
 
+def _ar1(rng: np.random.Generator, shape: tuple[int, int], sd: float, tau_steps: float) -> np.ndarray:
+    """Stationary AR(1) noise along the last axis (standard deviation ``sd``, time constant ``tau_steps``)."""
+    phi = np.exp(-1.0 / tau_steps)
+    x = rng.normal(0, sd * np.sqrt(1 - phi ** 2), shape)
+    x[:, 0] = rng.normal(0, sd, shape[0])
+    return lfilter([1.0], [1.0, -phi], x, axis=-1)
+
+
+def _site_bmc(rng: np.random.Generator, util: np.ndarray, anomalies: list[dict], times: np.ndarray,
+              site: SiteParams, gens: list[HardwareGeneration], rack_of: np.ndarray) -> np.ndarray:
+    """BMC readings ``(N, T15, len(ROLES))`` of a site profile (NaN = N/A added later).
+
+    Inlet air = site mean + rack offset + slow rack drift + daily cycle + node offset;
+    CPU, exhaust and PSU temperatures follow the inlet and the lagged job load; every
+    fan has its own baseline in ``site.fan_rpm`` and speeds up with load and inlet;
+    the core voltage sits at the generation's nominal value and sags under load.
+    """
+    N, T15 = util.shape
+    R = int(rack_of.max()) + 1
+    hour = (times % 86400.0) / 3600.0
+    rack_inlet = rng.normal(0, site.rack_inlet_sd, (R, 1)) + _ar1(rng, (R, T15), 0.8, 240.0)
+    inlet = (site.inlet_c + rack_inlet[rack_of] + rng.normal(0, 0.4, (N, 1))
+             + site.diurnal_c * np.sin(2 * np.pi * (hour - 9.0) / 24.0)[None, :])
+    lag = _ewma(util, 1 - np.exp(-15.0 / 60.0))
+    nominal = np.array([g.vcore_nominal for g in gens])[:, None]
+    out = np.empty((N, T15, len(ROLES)))
+    out[..., ROLE["inlet"]] = inlet
+    out[..., ROLE["exhaust"]] = inlet + rng.uniform(4.0, 8.0, (N, 1)) + 12.0 * lag
+    cpu = inlet + rng.normal(16.0, 3.0, (N, 1)) + rng.uniform(20.0, 30.0, (N, 1)) * lag
+    out[..., ROLE["cpu1"]] = cpu
+    out[..., ROLE["cpu2"]] = cpu - rng.normal(2.0, 1.5, (N, 1))
+    psu = inlet + rng.normal(10.0, 2.0, (N, 1)) + 8.0 * lag
+    out[..., ROLE["psu1"]] = psu
+    out[..., ROLE["psu2"]] = psu - rng.normal(1.0, 1.0, (N, 1))
+    out[..., ROLE["vcore"]] = nominal * (1.0 + rng.normal(0, 0.01, (N, 1)) - 0.05 * lag)
+    out[..., ROLE["v12"]] = 12.0 + rng.normal(0, 0.06, (N, 1)) - 0.08 * lag
+    fan_base = rng.uniform(*site.fan_rpm, (N, len(FAN_ROLES)))
+    fan_gain = (0.9 + 0.15 * lag + 0.01 * (inlet - site.inlet_c))[..., None]  # ≈ 1 at mid load
+    out[..., list(FAN_ROLES)] = fan_base[:, None, :] * fan_gain
+    noise_sd = np.array([0.3, 0.4, 0.6, 0.6, 0.4, 0.4, 0.0, 0.02] + [50.0] * len(FAN_ROLES))
+    out += rng.normal(0, 1, out.shape) * noise_sd
+    out[..., ROLE["vcore"]] += rng.normal(0, 0.003, (N, T15)) * nominal
+    for a in anomalies:
+        if a["kind"] in ("stall", "io_stall", "memory_leak", "mem_fill"):
+            continue  # operating-system effects (cpu_user, IO, load, memory)
+        n = a["node"]
+        k0 = int(np.clip(np.floor(a["start"] / 15.0), 0, T15))
+        k1 = int(np.clip(np.ceil(a["end"] / 15.0) + 1, 0, T15))
+        if k1 <= k0:
+            continue
+        t = times[k0:k1] - times[0]
+        s = _strength(a, t)
+        x = np.clip((t - a["start"]) / (a["end"] - a["start"]), 0.0, 1.0)
+        inside = (t >= a["start"]) & (t < a["end"])
+        v = out[n, k0:k1]  # view: edits land in ``out``
+        hit = FAN_ROLES[a["fan"]]
+        others = [f for f in FAN_ROLES if f != hit]
+        kind = a["kind"]
+        if kind == "fan":
+            v[:, list(FAN_ROLES)] *= (1.0 - 0.5 * s)[:, None]
+            v[:, ROLE["cpu1"]] += 18.0 * s
+            v[:, ROLE["cpu2"]] += 13.0 * s
+        elif kind == "voltage":
+            v[:, ROLE["vcore"]] *= 1.0 - 0.1 * s - np.abs(rng.normal(0, 0.015, k1 - k0)) * s
+        elif kind in ("psu", "psu_warm"):
+            v[:, ROLE["psu1"]] += 14.0 * s
+            v[:, ROLE["psu2"]] += 6.0 * s
+        elif kind in ("vcore_droop", "vcore_blip"):
+            # single-poll droops: their rate grows with the precursor, stays flat in a look-alike
+            rate = 0.03 + 0.4 * x ** 2 if kind == "vcore_droop" else np.full(x.size, 0.08)
+            droop = inside & (rng.random(x.size) < rate)
+            v[:, ROLE["vcore"]] *= 1.0 - droop * rng.uniform(0.06, 0.12, x.size) * max(a["strength"], 0.6)
+        elif kind == "psu_oscillation":
+            wave = np.sin(2 * np.pi * (t - a["start"]) / a["period"])
+            v[:, ROLE["psu1"]] += (2.0 + 6.0 * wave) * s
+            v[:, ROLE["psu2"]] += (1.0 + 3.0 * wave) * s
+        elif kind in ("fan_bearing", "fan_dip"):
+            depth = 0.6 if kind == "fan_bearing" else 0.5
+            v[:, hit] = v[:, hit] * (1.0 - depth * s) + rng.normal(0, 400.0, x.size) * s * (kind == "fan_bearing")
+            v[:, others] *= (1.0 + 0.12 * s)[:, None]  # the BMC's fan control compensates
+            v[:, ROLE["cpu1"]] += 4.0 * s
+            v[:, ROLE["cpu2"]] += 3.0 * s
+        elif kind == "cooling_blip":
+            warm = a["delta"] * s / max(a["strength"], 1e-9)
+            for r, k in (("inlet", 1.0), ("exhaust", 1.0), ("cpu1", 0.9), ("cpu2", 0.9), ("psu1", 0.7), ("psu2", 0.7)):
+                v[:, ROLE[r]] += k * warm
+            v[:, list(FAN_ROLES)] *= (1.0 + 0.05 * warm)[:, None]
+    quantum = np.empty((N, 1, len(ROLES)))
+    quantum[:, 0, :] = 0.01
+    for i, g in enumerate(gens):
+        quantum[i, 0, [ROLE[r] for r in ("inlet", "exhaust", "cpu1", "cpu2", "psu1", "psu2")]] = g.temp_quantum
+        quantum[i, 0, list(FAN_ROLES)] = g.fan_quantum
+    out[..., list(FAN_ROLES)] = np.maximum(out[..., list(FAN_ROLES)], 0.0)
+    return np.round(out / quantum) * quantum
+
+
+def _site_memory(mem_used: np.ndarray, anomalies: list[dict], t15: np.ndarray) -> np.ndarray:
+    """Memory share with leaks (climbing to ~100 % at the failure) and jobs filling RAM before they end."""
+    mem = mem_used.copy()
+    for a in anomalies:
+        if a["kind"] not in ("memory_leak", "mem_fill"):
+            continue
+        n = a["node"]
+        k0, k1 = int(max(np.floor(a["start"] / 15.0), 0)), int(min(np.ceil(a["end"] / 15.0), t15.size))
+        if k1 <= k0:
+            continue
+        x = np.clip((t15[k0:k1] - a["start"]) / (a["end"] - a["start"]), 0.0, 1.0)
+        if a["kind"] == "memory_leak":  # full by 90 % of the window: the node thrashes, then dies
+            shape, top = a["step"] + (1.0 - a["step"]) * np.minimum(x / 0.9, 1.0) ** a["power"], 0.998
+        else:
+            shape, top = np.minimum(x / 0.85, 1.0), a["level"]  # the job holds its peak, then ends
+        mem[n, k0:k1] += (top - mem[n, k0:k1]) * np.clip(shape, 0.0, 1.0)
+    return np.clip(mem, 0.0, 0.999)
+
+
+def _poll_masks(rng: np.random.Generator, up15: np.ndarray, site: SiteParams
+                ) -> tuple[np.ndarray, np.ndarray, list[dict]]:
+    """(IPMI polls that arrive, 15 s LDMS rows that arrive, BMC outages) of a site profile."""
+    N, T15 = up15.shape
+    ipmi_up = up15 & (rng.random((N, T15)) >= site.missing_poll_rate)
+    ldms_up = up15 & (rng.random((N, T15)) >= site.missing_poll_rate)
+    outages = []
+    for _ in range(rng.poisson(site.bmc_outage_rate * N * T15 * 15.0 / 86400.0)):
+        n = int(rng.integers(N))
+        length = rng.uniform(*site.bmc_outage_minutes) * 60.0
+        t0 = rng.uniform(0.0, T15 * 15.0)
+        k0, k1 = int(t0 // 15.0), int(min(np.ceil((t0 + length) / 15.0), T15))
+        ipmi_up[n, k0:k1] = False
+        outages.append({"node": n, "start": k0 * 15.0, "end": k1 * 15.0})
+    return ipmi_up, ldms_up, outages
+
+
 # --------------------------------------------------------------------------- main entry
 def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
-                       params: Optional[TelemetryParams] = None, **overrides) -> Telemetry:
+                       params: Optional[TelemetryParams] = None, profile: str = "classic",
+                       **overrides) -> Telemetry:
     """Generate a cluster's telemetry and ground truth (no file I/O).
 
     Parameters
@@ -633,12 +942,20 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     nodes, hours, seed
         Cluster size, recorded duration (rounded up to 15 s) and the seed of the
         ``numpy.random.Generator``; the same arguments give identical output.
-    params, overrides
-        A :class:`TelemetryParams`, or its fields as keyword arguments.
+    params, profile, overrides
+        A :class:`TelemetryParams` (default: the defaults), then the overrides of the
+        site profile ``profile`` (:mod:`hpcguard.simulators.profiles`), then fields as
+        keyword arguments.
+
+    >>> tel = generate_telemetry(nodes=4, hours=0.5, seed=1, profile="mixed")
+    >>> sorted(set(tel.hardware))
+    ['dell-idrac', 'supermicro-x11']
     """
-    p = dataclasses.replace(params or TelemetryParams(), **overrides)
+    p = dataclasses.replace(params or TelemetryParams(), **{**profile_overrides(profile), **overrides})
     p.validate(nodes, hours)
-    rng = np.random.default_rng(seed)
+    # a site profile mixes its name into the seed: one seed on two profiles gives two
+    # different clusters (no failure at the same moment in a train and a test set)
+    rng = np.random.default_rng(seed if profile == "classic" else [seed, zlib.crc32(profile.encode())])
     T15 = int(np.ceil(hours * 3600.0 / 15.0))
     T1 = 15 * T15
     dur = float(T1)
@@ -647,13 +964,26 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     if slow.shape != (T1,) or not np.all(slow > 0):
         raise ValueError(f"io_slowdown must be {T1} positive per-second factors (got shape {slow.shape})")
     names = [f"n{i:0{max(3, len(str(N)))}d}" for i in range(1, N + 1)]
+    site = p.site
+    if site is None:
+        hardware, rack_of = ["classic"] * N, np.zeros(N, int)
+    else:  # generations in contiguous node blocks by share; racks of rack_size nodes
+        shares = np.cumsum([w for _, w in site.generations]) / sum(w for _, w in site.generations)
+        block = np.minimum(np.searchsorted(shares, (np.arange(N) + 0.5) / N), len(shares) - 1)
+        hardware = [site.generations[b][0] for b in block]
+        rack_of = np.arange(N) // site.rack_size
+    gens = [GENERATIONS.get(h) for h in hardware]
 
     # failures, jobs, anomalies
     sched = failure_schedule(rng, N, dur, p.mtbf_hours * 3600.0, p.weibull_shape,
                              (p.repair_minutes[0] * 60.0, p.repair_minutes[1] * 60.0))
     warm = -p.warmup_hours * 3600.0
     jobs, fail_job = _schedule_jobs(_generate_jobs(rng, N, warm, dur, p), sched, N, dur)
-    anomalies = _place_anomalies(rng, sched, N, dur, p)
+    if site is None:
+        anomalies = _place_anomalies(rng, sched, N, dur, p)
+    else:
+        fans_of = np.array([g.n_fans for g in gens])
+        anomalies = _place_site_anomalies(rng, sched, N, dur, p, jobs, rack_of, fans_of)
 
     t1 = np.arange(T1, dtype=float)
     t15 = np.arange(T15, dtype=float) * 15.0
@@ -699,7 +1029,7 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     net_factor = np.ones((N, T15))
     hung = np.zeros((N, T15))
     for a in anomalies:
-        if a["kind"] != "stall":
+        if a["kind"] not in ("stall", "io_stall"):
             continue
         n = a["node"]
         i0, i1 = int(max(np.floor(a["start"]), 0)), int(min(np.ceil(a["end"]), T1))
@@ -733,6 +1063,8 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     mem_used = 0.04 + np.where(busy15, col("mem_frac")[occ15], 0.0)
     mem_used = _ewma(mem_used, 0.3) + np.cumsum(rng.normal(0, 0.0008, (N, T15)), axis=1)
     mem_used = np.clip(mem_used, 0.02, 0.97)
+    if site is not None:
+        mem_used = _site_memory(mem_used, anomalies, t15)
     avail = mem_total[:, None] * (1 - mem_used)
     free = avail * rng.uniform(0.55, 0.85, (N, 1))
     meminfo = np.stack([np.broadcast_to(mem_total[:, None], (N, T15)), free, avail], axis=-1)
@@ -747,7 +1079,14 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     procnetdev = _cumulative(np.round(net * 15.0) * up15[..., None], net_reset,
                              rng.uniform(1e10, 1e12, (N, 2)).round())
 
-    ipmi = _bmc_readings(rng, util, anomalies, p.start + t15, p.na_rate)
+    if site is None:
+        ipmi = _bmc_readings(rng, util, anomalies, p.start + t15, p.na_rate)
+        ipmi_up = ldms_up15 = None
+        outages: list[dict] = []
+    else:
+        ipmi = _site_bmc(rng, util, anomalies, p.start + t15, site, gens, rack_of)
+        ipmi[rng.random(ipmi.shape) < p.na_rate] = np.nan
+        ipmi_up, ldms_up15, outages = _poll_masks(rng, up15, site)
 
     # sample time offsets: per-node sampler phase plus jitter
     phase = rng.integers(500, 5000, (N, 1))
@@ -755,12 +1094,14 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     usec15 = phase + rng.integers(0, 400, (N, T15)) + 1000
     ipmi_ms = rng.integers(150, 900, (N, 1)) + rng.integers(0, 60, (N, T15))
 
-    causes = {(a["node"], a["end"]): a["kind"] for a in anomalies if a["leads_to_failure"]}
+    precursor_of = {(a["node"], a["end"]): a for a in anomalies if a["leads_to_failure"]}
     failures = []
     for i in np.flatnonzero((sched["fail"] >= 0) & (sched["fail"] < dur)):
         n, f, j = int(sched["node"][i]), float(sched["fail"][i]), fail_job.get(int(i))
+        a = precursor_of.get((n, f))
         failures.append({"time": f, "node": n, "job_id": int(jobs["job_id"][j]) if j is not None else None,
-                         "cause": causes.get((n, f), "no_precursor")})
+                         "cause": a["kind"] if a else "no_precursor", "family": a["kind"] if a else "sudden",
+                         "onset_time": a["start"] if a else f})
     down_at_start = [names[n] for n in np.flatnonzero(~up1[:, 0])]
 
     jobs["nodes"] = np.array([",".join(names[n] for n in idx) for idx in jobs["node_index"]], dtype=object)
@@ -769,14 +1110,17 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
                      ldms15={"procstat": procstat, "loadavg": loadavg, "meminfo": meminfo,
                              "diskusage": diskusage, "procnetdev": procnetdev},
                      ipmi=ipmi, ipmi_ms=ipmi_ms, jobs=jobs, failures=failures, anomalies=anomalies,
-                     params=p, seed=seed, down_at_start=down_at_start, counter_resets=counter_resets)
+                     params=p, seed=seed, down_at_start=down_at_start, counter_resets=counter_resets,
+                     profile=profile, hardware=hardware, racks=[int(r) for r in rack_of], ipmi_up=ipmi_up,
+                     ldms_up15=ldms_up15, bmc_outages=outages)
 
 
 def simulate_telemetry(out_dir: str, nodes: int = 32, hours: float = 2.0, seed: int = 0, *,
-                       altheader: bool = False, **params) -> dict:
+                       profile: str = "classic", altheader: bool = False, io: bool = True, **params) -> dict:
     """Generate and write a recorded-data directory (``docs/formats.md``); returns the summary.
 
-    ``params`` are :class:`TelemetryParams` fields.  The summary adds ``generate_s``,
+    ``params`` are :class:`TelemetryParams` fields; ``io=False`` skips the 1 s
+    ``lustre_client`` file (:func:`~hpcguard.simulators.writers.write_recording`).  The summary adds ``generate_s``,
     ``write_s`` and ``values_per_s`` (generation throughput) to ``meta.json``'s content.
 
     >>> import tempfile
@@ -789,9 +1133,9 @@ def simulate_telemetry(out_dir: str, nodes: int = 32, hours: float = 2.0, seed: 
     from hpcguard.simulators.writers import write_recording
 
     t0 = time.perf_counter()
-    tel = generate_telemetry(nodes, hours, seed, **params)
+    tel = generate_telemetry(nodes, hours, seed, profile=profile, **params)
     t1 = time.perf_counter()
-    summary = write_recording(tel, out_dir, altheader=altheader)
+    summary = write_recording(tel, out_dir, altheader=altheader, io=io)
     t2 = time.perf_counter()
     summary.update({"generate_s": t1 - t0, "write_s": t2 - t1,
                     "values_per_s": tel.n_values() / max(t1 - t0, 1e-9)})

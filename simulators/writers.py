@@ -1,7 +1,8 @@
 """Writers of the recorded-data directory (``docs/formats.md``) for simulated telemetry.
 
 LDMS ``store_csv`` (optionally with the header in a ``.HEADER`` file), FreeIPMI
-``ipmi-sensors --comma-separated-output`` blocks with ``# hpcguard-poll`` lines, Slurm
+``ipmi-sensors --comma-separated-output`` or ``ipmitool sdr elist`` blocks (by the
+node's hardware generation) with ``# hpcguard-poll`` lines, Slurm
 ``sacct --parsable2`` (jobs and their ``.batch``/``.extern`` steps), the ground-truth
 ``failures.csv``/``anomalies.csv`` and ``meta.json``.  Rows are built with one C-level
 ``%`` formatting per chunk of rows (no per-value Python work), so 230 k
@@ -113,6 +114,51 @@ def write_ipmi_node(path: str, node: str, start: float, readings: np.ndarray, up
     return int(idx.size)
 
 
+_IPMITOOL_UNITS = {"C": "degrees C", "V": "Volts", "RPM": "RPM"}
+_IPMITOOL_FMT = {"C": "%d", "V": "%.2f", "RPM": "%d"}
+
+
+def write_ipmitool_node(path: str, node: str, start: float, readings: np.ndarray, up: np.ndarray, ms: np.ndarray,
+                        sensors: Sequence[tuple[str, str, str, str, str]],
+                        discrete: Sequence[tuple[str, str, str]] = ()) -> int:
+    """``ipmitool sdr elist`` blocks, one per poll, each after a poll line; returns polls.
+
+    ``sensors`` rows are ``(role, name, type, units, entity)`` (units ``C``/``V``/``RPM``),
+    ``readings`` ``(T, len(sensors))`` with NaN for ``No Reading``.
+
+    >>> import tempfile, os
+    >>> f = os.path.join(tempfile.mkdtemp(), "n1.txt")
+    >>> write_ipmitool_node(f, "n1", 0.0, np.array([[45.0, np.nan]]), np.array([True]), np.array([250]),
+    ...                     [("cpu1", "Temp", "Temperature", "C", "3.1"), ("fan1", "Fan1A RPM", "Fan", "RPM", "7.1")])
+    1
+    >>> print(open(f).read(), end="")
+    # hpcguard-poll host=n1 time=0.250
+    Temp             | 01h | ok  |  3.1 | 45 degrees C
+    Fan1A RPM        | 02h | ns  |  7.1 | No Reading
+    """
+    idx = np.flatnonzero(up)
+    vals = readings[idx]
+    poll = f"# hpcguard-poll host={node} time=%d.%03d\n"
+    ok = [f"{name:<16} | {i + 1:02X}h | ok  | {ent:>4} | {_IPMITOOL_FMT[u]} {_IPMITOOL_UNITS[u]}\n"
+          for i, (_, name, _, u, ent) in enumerate(sensors)]
+    ns = [f"{name:<16} | {i + 1:02X}h | ns  | {ent:>4} | No Reading\n" for i, (_, name, _, _, ent) in enumerate(sensors)]
+    tail = "".join(f"{name:<16} | {len(sensors) + i + 1:02X}h | ok  | {ent:>4} | {state}\n"
+                   for i, (name, ent, state) in enumerate(discrete)).replace("%", "%%")
+    table = np.column_stack([int(start) + 15 * idx, ms[idx], vals])
+    full = poll + "".join(ok) + tail
+    parts, prev = [], 0
+    for r in np.flatnonzero(np.isnan(vals).any(axis=1)):  # rare polls with a missing reading
+        parts.append(format_rows(full, table[prev:r]))
+        missing = np.isnan(vals[r])
+        fmt = poll + "".join(ns[i] if missing[i] else ok[i] for i in range(len(sensors))) + tail
+        parts.append(fmt % tuple(table[r][np.concatenate([[True, True], ~missing])].tolist()))
+        prev = r + 1
+    parts.append(format_rows(full, table[prev:]))
+    with open(path, "w") as fh:
+        fh.write("".join(parts))
+    return int(idx.size)
+
+
 # --------------------------------------------------------------------------- Slurm
 def sacct_text(jobs: dict, start: float) -> str:
     """``sacct --parsable2`` text of the visible jobs with their batch/extern steps.
@@ -153,46 +199,69 @@ LDMS_FORMATS = {
 }
 
 
-def write_recording(tel: "Telemetry", out_dir: str, altheader: bool = False) -> dict:
-    """Write ``tel`` as a recorded-data directory; returns the summary written to meta.json."""
+def write_recording(tel: "Telemetry", out_dir: str, altheader: bool = False, io: bool = True) -> dict:
+    """Write ``tel`` as a recorded-data directory; returns the summary written to meta.json.
+
+    ``io=False`` leaves out the 1 s ``lustre_client`` file (three quarters of the bytes;
+    the failure model's ten sensors do not use it, CanarIO does).
+    """
+    from hpcguard.simulators.profiles import GENERATIONS
     from hpcguard.simulators.telemetry import IPMI_DISCRETE, IPMI_SENSORS, LDMS_SCHEMAS
 
     for sub in ("ldms", "ipmi", "slurm"):
         os.makedirs(os.path.join(out_dir, sub), exist_ok=True)
     width = len(tel.nodes[0]) - 1
     files = []
-    for schema, (period, metrics) in LDMS_SCHEMAS.items():
+    schemas = {s: v for s, v in LDMS_SCHEMAS.items() if io or s != "lustre_client"}
+    for schema, (period, metrics) in schemas.items():
         if period == 1:
             vals, up, usec, job = tel.lustre, tel.up1, tel.usec1, tel.job1
         else:
-            vals, up, usec, job = tel.ldms15[schema], tel.up15, tel.usec15, tel.job15
+            vals, up, usec, job = tel.ldms15[schema], tel.ldms_mask, tel.usec15, tel.job15
         path = os.path.join(out_dir, "ldms", f"{schema}.csv")
         write_ldms_csv(path, metrics, LDMS_FORMATS[schema], tel.start, period, vals, up, usec, job, width,
                        altheader)
         files.append(f"ldms/{schema}.csv")
         if altheader:
             files.append(f"ldms/{schema}.HEADER")
+    ipmi_up = tel.ipmi_mask
     for n, node in enumerate(tel.nodes):
-        write_ipmi_node(os.path.join(out_dir, "ipmi", f"{node}.csv"), node, tel.start, tel.ipmi[n], tel.up15[n],
-                        tel.ipmi_ms[n], IPMI_SENSORS, IPMI_DISCRETE)
-        files.append(f"ipmi/{node}.csv")
+        gen = GENERATIONS.get(tel.hardware[n]) if tel.hardware else None
+        readings = tel.ipmi[n][:, tel.ipmi_columns(n)]
+        if gen is None:  # classic
+            name = f"ipmi/{node}.csv"
+            write_ipmi_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n], tel.ipmi_ms[n],
+                            IPMI_SENSORS, IPMI_DISCRETE)
+        elif gen.format == "freeipmi-csv":
+            name = f"ipmi/{node}.csv"
+            sensors = [(i + 1, s[1], s[2], s[3]) for i, s in enumerate(gen.sensors)]
+            discrete = [(len(sensors) + i + 1, d[0], "OEM Reserved", "N/A", d[2]) for i, d in enumerate(gen.discrete)]
+            write_ipmi_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n], tel.ipmi_ms[n],
+                            sensors, discrete)
+        else:
+            name = f"ipmi/{node}.txt"
+            write_ipmitool_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n], tel.ipmi_ms[n],
+                                gen.sensors, gen.discrete)
+        files.append(name)
     with open(os.path.join(out_dir, "slurm", "sacct.txt"), "w") as fh:
         fh.write(sacct_text(tel.jobs, tel.start))
     files.append("slurm/sacct.txt")
     with open(os.path.join(out_dir, "failures.csv"), "w") as fh:
-        fh.write("time,node,job_id,cause\n")
+        fh.write("time,node,job_id,cause,family,onset_minutes,onset_time\n")
         for f in tel.failures:
-            fh.write(f"{tel.start + f['time']:.3f},{tel.nodes[f['node']]},{f['job_id'] or ''},{f['cause']}\n")
+            fh.write(f"{tel.start + f['time']:.3f},{tel.nodes[f['node']]},{f['job_id'] or ''},{f['cause']},"
+                     f"{f['family']},{(f['time'] - f['onset_time']) / 60.0:.2f},{tel.start + f['onset_time']:.3f}\n")
     with open(os.path.join(out_dir, "anomalies.csv"), "w") as fh:
-        fh.write("start,end,node,kind,leads_to_failure\n")
+        fh.write("start,end,node,kind,leads_to_failure,family\n")
         for a in tel.anomalies:
             fh.write(f"{tel.start + a['start']:.3f},{tel.start + a['end']:.3f},{tel.nodes[a['node']]},"
-                     f"{a['kind']},{a['leads_to_failure']}\n")
+                     f"{a['kind']},{a['leads_to_failure']},{a['family']}\n")
     files += ["failures.csv", "anomalies.csv", "meta.json"]
     summary = tel.summary()
     summary.update({
-        "schemas": {s: {"period_s": p, "metrics": list(m)} for s, (p, m) in LDMS_SCHEMAS.items()},
-        "ipmi_sensors": [s[1] for s in IPMI_SENSORS] + [s[1] for s in IPMI_DISCRETE],
+        "schemas": {s: {"period_s": p, "metrics": list(m)} for s, (p, m) in schemas.items()},
+        "ipmi_sensors": list(dict.fromkeys(
+            name for g in summary["generations"].values() for name in g["sensors"] + g["discrete"])),
         "altheader": altheader, "files": files,
     })
     with open(os.path.join(out_dir, "meta.json"), "w") as fh:

@@ -1,40 +1,47 @@
-"""The decision agent's policy: the same ``models.policy`` functions the cluster
-simulator calls, configured from ``Settings.policy``."""
+"""The decision agent's policy: the same :class:`hpcguard.models.policy.DecisionPolicy`
+the cluster simulator calls, configured from ``Settings.policy``.
+
+>>> from hpcguard.settings import Settings
+>>> policy = policy_for(Settings())
+>>> pred = {"node": "n1", "time": 1000.0, "sample_time": 1000.0, "warn": True, "lead_minutes": 2.0}
+>>> job = {"job_id": "42", "nodes": ["n1", "n2"], "start_time": 0.0, "time_limit_s": 3600}
+>>> [a["kind"] for a in policy(pred, job, ["n9"], None)], policy(pred, job, [], None)
+(['migrate'], [])
+"""
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from hpcguard.models.metrics import uc_probability
-from hpcguard.models.policy import SiteCosts, checkpoint_recommendation, decide
+from hpcguard.models.policy import DecisionPolicy, SiteCosts, checkpoint_recommendation
 from hpcguard.settings import Settings
 
 
 def site_costs(settings: Settings) -> SiteCosts:
+    """The site's cost model (migration and safeguard-checkpoint times) from ``[policy]``."""
     p = settings.policy
     return SiteCosts(node_memory_gb=p.node_memory_gb, migration_gbs=p.migration_gbs,
                      bb_write_gbs=p.bb_write_gbs or None, pfs_write_gbs=p.pfs_write_gbs)
 
 
-def policy_for(settings: Settings) -> Callable[[dict, dict | None, int, Any], list[dict]]:
-    """``policy(prediction, job, spare_nodes, predictor) -> action dicts``.
+def decision_policy(settings: Settings) -> DecisionPolicy:
+    """The policy object both the worker and ``simulate cluster``/``evaluate policies`` use."""
+    return DecisionPolicy(site_costs(settings), uc_ceiling=settings.policy.uc_ceiling or None)
 
-    Prediction times are stream times (the sample the verdict used), so a replay
-    decides exactly as the live system would have.
+
+def policy_for(settings: Settings) -> Callable[[dict, dict | None, Any, Any], list[dict]]:
+    """``policy(prediction, job, spare, predictor) -> action dicts`` for one node warning.
+
+    ``spare`` is the FARS spare pool at the warning's sample time (a node list from
+    :func:`hpcguard.models.policy.spare_pool_at`, or its size). Prediction times are
+    stream times (the sample the verdict used), so a replay decides exactly as the live
+    system would have.
     """
-    costs = site_costs(settings)
-    ceiling = settings.policy.uc_ceiling or None
+    decide = decision_policy(settings)
 
-    def policy(prediction: dict, job: dict | None, spare_nodes: int, predictor: Any) -> list[dict]:
+    def policy(prediction: dict, job: dict | None, spare: Any, predictor: Any) -> list[dict]:
         p = {**prediction, "time": prediction.get("sample_time") or prediction["time"]}
-        fpr = getattr(predictor, "fpr", None)
-        actions = decide(p, job, spare_nodes, costs, ensemble_fpr=fpr, uc_ceiling=ceiling)
-        if fpr is not None and job:
-            # seed 000 Eq. 4.4: the chance that this job's warning is an unnecessary checkpoint
-            n = int(job.get("num_nodes") or len(job.get("nodes") or []) or 1)
-            for a in actions:
-                a["reason"].setdefault("uc", float(uc_probability(fpr, n)))
-                a["reason"].setdefault("predictor_fpr", float(fpr))
-        return actions
+        jobs = {str(p["node"]): job} if job else {}
+        return decide([p], jobs, spare, fpr=getattr(predictor, "fpr", None))
 
     return policy
 

@@ -25,8 +25,20 @@ INFERENCE_SECONDS = Histogram("hpcguard_inference_seconds", "Model inference tim
                               buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
 WINDOW_STATE = Gauge("hpcguard_window_state_size", "Per-key window state held, per table", ["table"],
                      registry=REGISTRY)
+SENSOR_COVERAGE = Gauge("hpcguard_sensor_coverage", "Share of closed node grid steps with a value, per canonical "
+                        "sensor", ["sensor"], registry=REGISTRY)
+MAPPING_MISMATCH = Gauge("hpcguard_sensor_map_mismatch", "1 when the worker's sensor mapping digest differs from "
+                         "the one the model was trained with", ["worker_digest", "model_digest"], registry=REGISTRY)
+JOB_JOIN_TIMEOUTS = Counter("hpcguard_job_join_timeouts_total", "Decisions made before the job stream's watermark "
+                            "passed their sample time (worker.job_wait_s ran out)", registry=REGISTRY)
 SINK_POINTS = Counter("hpcguard_sink_points_total", "Points handled by the InfluxDB sink, per outcome "
                       "(written|retried|dropped_overflow|rejected|dropped_unsent|downsampled)", ["outcome"], registry=REGISTRY)
+
+STALLED = Gauge("hpcguard_consumer_stalled", "1 while the worker's consumer is stalled", registry=REGISTRY)
+STALLS = Counter("hpcguard_consumer_stalls_total", "Consumer stalls detected, per reason (progress|commit|broker)",
+                 ["reason"], registry=REGISTRY)
+COMMIT_ERRORS = Counter("hpcguard_commit_errors_total", "Failed offset commits reported by the Kafka client",
+                        registry=REGISTRY)
 
 
 def start_metrics_server(port: int, addr: str = "127.0.0.1") -> None:

@@ -1,5 +1,11 @@
 """The node agent's predictor: the failure ensemble when a model directory is given,
-else the baseline detector.  One ``predict`` call evaluates every node due in a tick."""
+else the baseline detector.  One ``predict`` call evaluates every node due in a tick.
+
+Contract with the worker and the offline scan (``models.failure.evaluation.online_scan``
+calls the same ``predict``): a predictor has ``name``, ``version``, ``history_steps``
+(15 s grid steps of the node's own history it needs) and
+``predict(nodes, windows (n, history_steps, 10)) -> list[Verdict]`` on the canonical
+sensor order, NaN for missing."""
 from __future__ import annotations
 
 import json
@@ -12,7 +18,7 @@ import numpy as np
 
 from hpcguard.models.baseline import NAME as BASELINE_NAME
 from hpcguard.models.baseline import BaselineDetector
-from hpcguard.models.features import window_features
+from hpcguard.models.features import WINDOW_STEPS
 from hpcguard.streams import metrics
 
 
@@ -32,6 +38,7 @@ class BaselinePredictor:
         self.name = BASELINE_NAME
         self.version = version
         self.lead_minutes = lead_minutes
+        self.history_steps = WINDOW_STEPS
         self.fpr: float | None = None
 
     def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
@@ -59,17 +66,18 @@ class EnsemblePredictor:
         self.version = version
         self.metadata = metadata
         self.fpr = metadata.get("metrics", {}).get("lstm", {}).get("fpr")  # measured at training (UC in reasons)
+        self.history_steps = ensemble.history_steps
+        self.features = ensemble.feature_set.name
 
     def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
         started = time.perf_counter()
-        features = window_features(windows)
-        out = self.ensemble.predict_batch(features)
+        out = self.ensemble.predict_windows(windows)
         metrics.INFERENCE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
         vote = getattr(self.ensemble, "vote_name", "lstm")
         return [Verdict(failure_probability=float(out.vote_probability[i]), warn=bool(out.warn[i]),
                         lead_minutes=float(out.lead_minutes[i]),
                         network_probabilities=[round(float(p), 6) for p in out.network_probabilities[i]],
-                        vote=vote, detail={}) for i in range(len(nodes))]
+                        vote=vote, detail={"features": self.features}) for i in range(len(nodes))]
 
 
 def load_predictor(model_dir: str | None) -> BaselinePredictor | EnsemblePredictor | None:

@@ -16,6 +16,9 @@ from typing import Dict, List, Optional
 
 import faust
 
+# one list of action kinds and one of ack statuses, shared with the door checks and the adapters
+from hpcguard.connectors.validation import ACK_STATUSES, ACTION_KINDS  # noqa: F401
+
 SCHEMA_VERSION = 1
 
 
@@ -104,8 +107,6 @@ class IoDegradation(_Versioned):
     v: int = SCHEMA_VERSION
 
 
-ACTION_KINDS = ("checkpoint", "migrate", "reschedule", "delay", "release", "drain", "resume")
-ACK_STATUSES = ("applied", "skipped", "failed", "refused", "duplicate")
 
 
 class Action(_Versioned):

@@ -17,6 +17,7 @@
 | raw.probes | probe | RawLine (probe log rows) |
 | checkpoint.plans | job | periodic checkpoint plan (aware interval) published at job start |
 | internal.node-jobs | node | job events re-keyed by node (worker-internal) |
+| internal.cluster | node | nodes' first sample times and warning episodes (every worker reads all of it) |
 LDMS rows arrive on LDMS's own topics, ``ldms.<schema>`` by default.
 """
 from __future__ import annotations
@@ -40,6 +41,7 @@ CANONICAL = {
     "raw_slurm": "raw.slurm",
     "raw_probes": "raw.probes",
     "node_jobs": "internal.node-jobs",
+    "cluster": "internal.cluster",
     "plans": "checkpoint.plans",
 }
 
@@ -60,6 +62,7 @@ class TopicNames:
     raw_slurm: str
     raw_probes: str
     node_jobs: str
+    cluster: str
     plans: str
     ldms: tuple[str, ...]
 

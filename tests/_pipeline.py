@@ -40,9 +40,11 @@ class WorkerProcess:
     """``hpcguard worker`` in a subprocess with its own topic prefix and group."""
 
     def __init__(self, kafka: KafkaSettings, tmp: Path, model_dir: str | None = None, roles=(), extra=(),
-                 env=None):
+                 env=None, prefix: str | None = None, partitions: int = 1):
+        """``prefix`` shared by several instances makes them one consumer group on one topic set."""
         self.kafka = kafka
-        self.prefix = f"t{uuid.uuid4().hex[:8]}"
+        self.partitions = partitions
+        self.prefix = prefix or f"t{uuid.uuid4().hex[:8]}"
         self.topics = TopicNames.from_settings(TopicSettings(prefix=self.prefix,
                                                              ldms_format=self.prefix + ".ldms.{schema}"))
         self.tmp = tmp
@@ -57,11 +59,12 @@ class WorkerProcess:
             argv += ["--role", r]
         self.argv = argv + list(extra)
         self.env = {**os.environ, "HPCGUARD_TOPICS__LDMS_FORMAT": self.prefix + ".ldms.{schema}",
+                    "HPCGUARD_TOPICS__PARTITIONS": str(partitions),
                     "HPCGUARD_ADAPTER__LEDGER": str(tmp / "ledger.sqlite"), **(env or {})}
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "WorkerProcess":
-        ensure_topics(self.kafka, self.topics.all())
+        ensure_topics(self.kafka, self.topics.all(), self.partitions)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
                                      start_new_session=True)

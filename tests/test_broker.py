@@ -29,3 +29,68 @@ def test_second_broker_on_free_port_stops_cleanly():
     b.stop()
     assert proc.poll() is not None
     b.stop()  # idempotent
+
+
+def _consume(bootstrap: str, topic: str, group: str | None, n_max: int, timeout_ms: int = 30000) -> list[int]:
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                      enable_auto_commit=False, consumer_timeout_ms=timeout_ms)
+    out: list[int] = []
+    for m in c:
+        out.append(json.loads(m.value)["i"])
+        if len(out) == n_max:
+            break
+    if group is not None:
+        c.commit()
+    c.close()
+    return out
+
+
+def test_persistent_broker_keeps_records_and_offsets_across_a_kill(tmp_path):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from hpcguard.connectors.broker import LocalS3
+
+    with LocalS3(log_path=str(tmp_path / "s3.log")) as s3, \
+            EmbeddedBroker(storage=s3.storage_url, env=s3.tansu_env(), log_path=str(tmp_path / "b.log")) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("persist.t", 1, 1)])
+        admin.close()
+        p = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for i in range(200):
+            p.send("persist.t", key=b"k", value=json.dumps({"i": i}).encode())
+        p.flush()
+        p.close()
+        assert _consume(broker.bootstrap, "persist.t", "g1", 120) == list(range(120))
+        old = broker.process
+        broker.restart(kill=True)
+        assert old.returncode == -9 and broker.process.poll() is None
+        assert _consume(broker.bootstrap, "persist.t", None, 200, 10000) == list(range(200))
+        assert _consume(broker.bootstrap, "persist.t", "g1", 80) == list(range(120, 200))  # committed offset kept
+
+
+def _answers(broker: EmbeddedBroker, timeout_s: float = 1.5) -> bool:
+    """Does the broker answer a Kafka ApiVersions v0 request within the timeout?"""
+    import socket
+    import struct
+
+    body = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
+    with socket.create_connection((broker.host, broker.port), timeout=timeout_s) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        try:
+            size, correlation = struct.unpack(">ii", sock.recv(8))
+        except (socket.timeout, struct.error):
+            return False
+    return correlation == 7 and size > 0
+
+
+def test_frozen_broker_does_not_answer_until_thawed_and_still_stops():
+    b = EmbeddedBroker().start()
+    assert _answers(b)
+    b.freeze()
+    assert not _answers(b)
+    b.thaw()
+    assert _answers(b)
+    b.freeze()
+    proc = b.process
+    b.stop()  # a frozen broker still stops
+    assert proc.poll() is not None

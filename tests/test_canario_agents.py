@@ -5,7 +5,7 @@ import pytest
 from hpcguard.models.canario.detector import IO_FEATURE_NAMES, IoDegradationDetector, io_window_features_batch
 from hpcguard.models.canario.probes import ProbeTracker
 from hpcguard.simulators.pfs import simulate_pfs
-from hpcguard.streams.agents_canario import CanarioState, SystemIoWindows
+from hpcguard.models.canario.online import CanarioState, SystemIoWindows
 
 
 def test_system_windows_sum_nodes_and_match_batch_features():
@@ -17,11 +17,14 @@ def test_system_windows_sum_nodes_and_match_batch_features():
         closed += w.add_sample("n1", 60.0 + t, 0.25 * read[t], 0.5 * write[t])
         closed += w.add_sample("n2", 60.0 + t + 0.3, 0.75 * read[t], 0.5 * write[t])
     closed += w.add_sample("n1", 300.0, 0.0, 0.0)
+    assert [end for end, _ in closed] == [120.0, 180.0]  # n2's clock (239.3) holds the IO watermark back
+    closed += w.add_sample("n2", 300.0, 0.0, 0.0)
     batch = io_window_features_batch(read, write)
     assert [end for end, _ in closed] == [120.0, 180.0, 240.0]
     for (end, f), ref in zip(closed, batch):
         np.testing.assert_allclose([f[k] for k in IO_FEATURE_NAMES], ref, rtol=1e-9)
-    assert w.add_sample("n3", 100.0, 1.0, 1.0) == [] and w.late_samples == 1
+    closed, late = w.add_many(["n3", "n1"], np.array([100.0, 301.0]), np.ones(2), np.ones(2))
+    assert closed == [] and late == [0] and w.late_samples == 1
     with pytest.raises(ValueError):
         w.add_sample("n1", float("nan"), 1.0, 1.0)
 
@@ -56,12 +59,28 @@ def test_demo_degradation_and_actions_during_a_simulated_episode():
     assert 1 - degraded[quiet].mean() >= 0.95  # non-degraded windows correctly identified
     # IO-aware actions while degraded (Fig. 5.1): delay the sensitive head, replace a young sensitive job
     state.state = {"degraded": True, "probability": 1.0, "window_end": 15 * 3600.0, "features": {}}
-    state.queue = {"q1": {"job_id": "q1", "num_nodes": 1, "sensitivity": 0.9},
-                   "q2": {"job_id": "q2", "num_nodes": 1, "sensitivity": 0.1}}
-    state.running = {"r1": {"job_id": "r1", "nodes": ["n1"], "num_nodes": 1, "start": 14.9 * 3600,
-                            "expected_runtime_s": 7200.0, "sensitivity": 0.95}}
-    kinds = [(a["kind"], a["job_id"]) for a in state.decide(15 * 3600.0)]
+    state.sensitivity = {"q1": 0.9, "q2": 0.1, "r1": 0.95}
+    queued = [{"job_id": "q1", "num_nodes": 1}, {"job_id": "q2", "num_nodes": 1}]
+    running = [{"job_id": "r1", "nodes": ["n1"], "num_nodes": 1, "start_time": 14.9 * 3600, "time_limit_s": 7200.0}]
+    kinds = [(a["kind"], a["job_id"]) for a in state.decide(15 * 3600.0, queued, running)]
     assert kinds == [("delay", "q1"), ("reschedule", "r1")]
     state.state = {"degraded": False, "probability": 0.0, "window_end": 21 * 3600.0, "features": {}}
-    assert [(a["kind"], a["job_id"]) for a in state.decide(21 * 3600.0)] == [("release", "q1")]
+    assert [(a["kind"], a["job_id"]) for a in state.decide(21 * 3600.0, queued, [])] == [("release", "q1")]
     assert state.delayed == set()
+
+
+def test_a_batch_gives_what_the_same_samples_one_by_one_give():
+    rng = np.random.default_rng(2)
+    nodes = rng.choice(["n1", "n2", "n3"], 600)
+    times = np.sort(rng.uniform(0, 300, 600)) + rng.normal(0, 8, 600)  # jitter: some samples arrive late
+    reads, writes = rng.uniform(1, 2, 600), rng.uniform(1, 2, 600)
+    one = SystemIoWindows(lateness_s=5)
+    seq = [w for i in range(600) for w in one.add_sample(nodes[i], times[i], reads[i], writes[i])]
+    batch = SystemIoWindows(lateness_s=5)
+    out = []
+    for lo in range(0, 600, 97):  # uneven batches
+        out += batch.add_many(nodes[lo:lo + 97], times[lo:lo + 97], reads[lo:lo + 97], writes[lo:lo + 97])[0]
+    assert one.late_samples == batch.late_samples > 0
+    assert [e for e, _ in out] == [e for e, _ in seq]
+    for (_, f), (_, g) in zip(out, seq):
+        assert f == pytest.approx(g)

@@ -10,8 +10,9 @@ runner = CliRunner()
 
 
 def act(tmp_path, *args, input=None):
-    base = ["act", "--ledger", str(tmp_path / "ledger.sqlite"), "--job-cooldown-s", "0", "--node-cooldown-s", "0"]
-    return runner.invoke(app, [*base, *args], input=input)
+    base = ["act", "--job-cooldown-s", "0", "--node-cooldown-s", "0"]
+    return runner.invoke(app, [*base, *args], input=input,
+                         env={"HPCGUARD_ADAPTER__LEDGER": str(tmp_path / "ledger.sqlite")})
 
 
 def site_tool(tmp_path):
@@ -63,11 +64,13 @@ def test_governor_flags_refuse(tmp_path):
               "--max-drained-fraction", "0.05", json.dumps(DRAIN))
     assert res.exit_code == 3 and "drain ceiling" in res.stdout
     res = act(tmp_path, "--adapter", "command", "--command", f"drain={exe}", "--total-nodes", "10",
-              "--rate-limit", "drain=0/60", json.dumps(DRAIN))
+              "--rate-limit", "drain=0/60", json.dumps({**DRAIN, "action_id": "cli-rate"}))
     assert res.exit_code == 3 and "rate limit for drain" in res.stdout
     res = act(tmp_path, "--adapter", "command", "--command", f"drain={exe}", "--total-nodes", "10", "--dry-run",
-              json.dumps(DRAIN))
+              json.dumps({**DRAIN, "action_id": "cli-dry"}))
     assert res.exit_code == 0 and res.stdout.startswith("skipped:")
+    res = act(tmp_path, "--adapter", "command", "--command", f"drain={exe}", "--total-nodes", "10", json.dumps(DRAIN))
+    assert res.exit_code == 0 and res.stdout.startswith("duplicate: drain cli-1") and "already refused" in res.stdout
     assert not log.exists()
 
 

@@ -1,8 +1,11 @@
 """CLI: hpcguard uc, train failure, evaluate failure."""
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
+
+from hpcguard.connectors.coverage import coverage_of_grid
 
 from hpcguard.models.metrics import uc_probability
 from hpcguard.cli import failure as cli_failure
@@ -29,17 +32,27 @@ def test_uc_rejects_bad_fpr():
 
 @pytest.fixture()
 def recorded(tmp_path, monkeypatch):
-    """Two synthetic 'recorded' directories; the loader is replaced by the in-memory grids."""
+    """Synthetic 'recorded' directories; the loader is replaced by the in-memory grids."""
     grids = {}
-    for name, seed in (("train", 3), ("test", 11)):
+
+    def add(name, seed, edit=None):
         d = tmp_path / name
         d.mkdir()
         v, fn, ft = synthetic_grid(seed=seed)
+        if edit:
+            edit(v)
         (d / "failures.csv").write_text("time,node,job_id,cause\n" + "".join(
             f"{t},n{n:03d},,fan\n" for n, t in zip(fn, ft)))
-        grids[str(d)] = (v, T0, fn, ft, [f"n{i:03d}" for i in range(v.shape[0])])
+        nodes = [f"n{i:03d}" for i in range(v.shape[0])]
+        grids[str(d)] = cli_failure.Recorded(v, T0, fn, ft, nodes, np.ones(len(ft), bool), None,
+                                             coverage_of_grid(nodes, v))
 
-    def fake_load(data_dir, grid_s=15.0):
+    add("train", 3)
+    add("test", 11)
+    add("no_psu", 3, lambda v: v[..., 3].fill(np.nan))
+    add("patchy_volt", 3, lambda v: v[:8, :, 2].fill(np.nan))
+
+    def fake_load(data_dir, grid_s=15.0, mapping=None):
         key = str(data_dir)
         if key not in grids:
             cli_failure.fail(f"data directory not found: {data_dir}")
@@ -56,29 +69,76 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
     assert summary["failures"] > 0 and 0 <= summary["lstm_threshold"] <= 1
+    assert summary["validation_failures"] >= 2 and len(summary["tpr_ci95"]) == 2
+    assert summary["coverage"]["cpu_temp"] > 0.9 and summary["coverage_warnings"] == []
     manifest = json.loads((model / "manifest.json").read_text())
     assert manifest["leads_minutes"] == [2, 3, 4, 5, 6, 7] and manifest["window_steps"] == 16
-    assert len(manifest["metadata"]["training_data_sha256"]) == 64 and len(manifest["sensors"]) == 10
+    assert manifest["features"] == "paper" and manifest["history_steps"] == 16
+    meta = manifest["metadata"]
+    assert len(meta["training_data_sha256"]) == 64 and len(manifest["sensors"]) == 10
+    assert len(meta["sensor_map_sha256"]) == 64 and set(meta["coverage"]) == set(manifest["sensors"])
     assert (model / "weights.pt").is_file() and (model / "metrics.json").is_file()
 
     report = recorded / "report"
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
                             "--report", str(report), "--max-ok", "3000", "--json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)
+    result = json.loads(r.stdout)
+    rows = result["rows"]
     names = [row["name"] for row in rows]
     assert names[:6] == ["unanimous@1", "unanimous@2", "unanimous@4", "unanimous@6", "lstm-vote",
                          "single-network@2min"]
     assert "random-forest@2min" in names and any(n.startswith("baseline") for n in names)
     for row in rows:
-        assert {"name", "tpr", "ppv", "fpr", "uc_1024"} <= set(row)
+        assert {"name", "tpr", "tpr_precursor", "ppv", "fpr", "uc_1024"} <= set(row)
+        assert row["tpr_precursor"] == row["tpr"]            # every failure of the fixture has a precursor
         if row["fpr"] is not None:
             assert row["uc_1024"] == pytest.approx(uc_probability(row["fpr"], 1024))
     fprs = [row["fpr"] for row in rows[:4]]
     assert fprs == sorted(fprs, reverse=True)               # unanimous voting: fpr falls with networks
+    assert set(result["coverage"]) == set(manifest["sensors"])
     full = json.loads((report / "report.json").read_text())
-    assert full["online"]["failures"] > 0
+    assert full["online"]["failures"] > 0 and full["online"]["warned_2min"] >= 1
+    assert full["online"]["false_alarms_per_100_node_days"] >= 0
     assert (report / "roc_networks.png").stat().st_size > 1000 and (report / "uc_nodes.png").is_file()
+
+
+def test_site_features_train_and_evaluate_through_the_streaming_predictor(recorded):
+    model = recorded / "site"
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+                            "--features", "site", "--persistence", "2", "--mc-splits", "1",
+                            "--calibration-ok", "1500", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["history_steps"] == 176 + 1
+    r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
+                            "--max-ok", "2000", "--scan-stride", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["features"] == "site" and result["online"]["stride_steps"] == 2
+    assert result["online"]["warned"] >= 1
+
+
+def test_a_wholly_missing_sensor_is_refused_not_imputed(recorded):
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "no_psu"), "--out", str(recorded / "m"),
+                            "--mc-splits", "1", "--calibration-ok", "500"])
+    assert r.exit_code == 2 and "psu_temp" in r.output and "--allow-missing" in r.output
+    assert not (recorded / "m").exists()
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "no_psu"), "--out", str(recorded / "m"),
+                            "--mc-splits", "1", "--calibration-ok", "500", "--allow-missing", "psu_temp", "--json"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads((recorded / "m" / "manifest.json").read_text())["metadata"]
+    assert meta["missing_sensors"] == ["psu_temp"]
+
+
+def test_low_coverage_warns_naming_sensor_and_nodes(recorded):
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "patchy_volt"), "--out",
+                            str(recorded / "m2"), "--mc-splits", "1", "--calibration-ok", "500", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert 0.25 < out["coverage"]["cpu_voltage"] <= 4 / 12       # 4 of 12 nodes report it (minus downtime)
+    assert len(out["coverage_warnings"]) == 1 and out["coverage_warnings"][0].startswith("cpu_voltage")
+    assert "n000" in out["coverage_warnings"][0]
+    assert "warning: training data: coverage cpu_voltage" in r.stderr
 
 
 def test_evaluate_missing_model_is_a_clear_error(recorded):
@@ -100,6 +160,37 @@ def test_end_to_end_on_simulated_recordings(tmp_path):
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "sim2"),
                             "--report", str(tmp_path / "rep"), "--max-ok", "500", "--json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)
+    rows = json.loads(r.stdout)["rows"]
     assert len(rows) == 8 and rows[4]["name"] == "lstm-vote"
-    assert json.loads((tmp_path / "rep" / "report.json").read_text())["online"]["healthy_steps"] > 0
+    assert json.loads((tmp_path / "rep" / "report.json").read_text())["online"]["healthy_evaluations"] > 0
+
+
+def test_cross_profile_matrix_on_tiny_histories(tmp_path):
+    """Two profiles, 8 nodes × 6 h: every (train, test) pair gets rows, an online scan and plots; cached reruns."""
+    out = tmp_path / "xp"
+    args = ["evaluate", "cross-profile", "--profiles", "classic,mixed", "--nodes", "8", "--hours", "6",
+            "--mtbf-hours", "1", "--seed", "1", "--out", str(out), "--mc-splits", "1", "--calibration-ok", "1500",
+            "--max-ok", "1500", "--json"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    pairs = {(p["train_profile"], p["test_profile"]) for p in result["pairs"]}
+    assert pairs == {("classic", "classic"), ("classic", "mixed"), ("mixed", "classic"), ("mixed", "mixed")}
+    for p in result["pairs"]:
+        names = [row["name"] for row in p["rows"]]
+        assert "lstm-vote" in names and "unanimous@6" in names and any(n.startswith("baseline") for n in names)
+        assert p["precursor_failures"] <= p["failures"] and p["online"]["node_days"] == pytest.approx(8 * 6 / 24,
+                                                                                                     rel=0.01)
+    assert (out / "roc_lstm.png").stat().st_size > 1000 and (out / "uc_lstm.png").is_file()
+    assert "| classic → mixed | lstm-vote |" in (out / "report.md").read_text()
+    models = sorted((out / "cache" / "models").iterdir())
+    assert len(models) == 2
+    stamp = [(m / "weights.pt").stat().st_mtime for m in models]
+    r = runner.invoke(app, args[:-1])                        # second run reuses data and models
+    assert r.exit_code == 0, r.output
+    assert [(m / "weights.pt").stat().st_mtime for m in models] == stamp
+
+
+def test_cross_profile_needs_two_profiles(tmp_path):
+    r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "two distinct profiles" in r.output

@@ -14,12 +14,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hpcguard.models.policy import SiteCosts
 from hpcguard.simulators.cluster import Costs, IoModel, simulate
 from hpcguard.simulators.cluster_metrics import cluster_metrics, relative_gains
 from hpcguard.simulators.failures import FailureTrace, emulate_predictor, renewal_failures
 from hpcguard.simulators.workload import Workload, synthetic_workload
 
 FARS_TAB3 = Costs(ckpt_s=180.0, restart_s=180.0, fars_overhead_s=360.0, fars_interval_s=1800.0)
+
+# seed 003 model D figures: live migration and safeguard checkpoint of 60 s each (750 GB at 12.5 GB/s;
+# 750 GB to the burst buffer then the PFS at 25 GB/s each)
+SITE_60S = SiteCosts(node_memory_gb=750.0, migration_gbs=12.5, bb_write_gbs=25.0, pfs_write_gbs=25.0)
 
 
 def _fars_scenario(seed: int, nodes: int = 256, n_jobs: int = 5000):
@@ -79,7 +84,8 @@ def test_multilevel_with_prediction_and_migration_cuts_overhead():
     horizon = float(wl.submit.max() + 20 * 86400)
     fl = renewal_failures(np.random.default_rng(6), nodes, horizon, mtbf_h=14 * 24 * 0.5, shape=0.7, mttr_h=0.75)
     pr = emulate_predictor(np.random.default_rng(7), fl, nodes, horizon, 1800.0, 0.7, 0.7, lead_s=300.0)
-    costs = Costs(ckpt_s=900.0, restart_s=900.0, bb_ckpt_s=60.0, bb_restart_s=60.0, migration_s=60.0)
+    costs = Costs(ckpt_s=900.0, restart_s=900.0, bb_ckpt_s=60.0, bb_restart_s=60.0,
+                  site=SITE_60S)
     ft = {}
     for pol in ("young", "multilevel-bb", "multilevel"):
         m = cluster_metrics(simulate(wl, nodes, fl, pol, costs=costs, predictions=pr, weibull_shape=0.7))

@@ -3,10 +3,11 @@ import numpy as np
 import pytest
 import torch
 
-from hpcguard.models.failure.dataset import (build_events, event_features, event_windows, healthy_mask, impute,
+from hpcguard.models.failure.dataset import (Events, build_events, event_features, event_windows, healthy_mask, impute,
                                              learn_imputation, stream_windows)
 from hpcguard.models.failure.evaluation import ensemble_rows, online_scan, online_summary
-from hpcguard.models.failure.training import stratified_split, train_ensemble
+from hpcguard.models.failure.training import stratified_split, time_split, train_ensemble
+from hpcguard.streams.predictors import EnsemblePredictor
 from hpcguard.models.features import window_features
 from _failure_data import GRID, T0, synthetic_grid
 
@@ -112,11 +113,27 @@ def test_training_is_reproducible_with_fixed_seeds(trained):
 def test_online_scan_warns_before_failures(trained):
     ens, _ = trained
     v, fn, ft = synthetic_grid(seed=12, nodes=4)
-    scan = online_scan(ens, v, T0, GRID)
+    predictor = EnsemblePredictor(ens, "t", {})
+    scan = online_scan(predictor.predict, v, T0, GRID, predictor.history_steps)
     assert scan["warn"].shape == (4, v.shape[1] - 15)
-    summary = online_summary(scan, fn, ft, healthy_mask(4, v.shape[1], T0, GRID, fn, ft))
-    assert summary["failures"] == len(ft) and summary["warned"] >= 1
-    assert summary["healthy_steps"] > 0 and 0 <= summary["fpr_per_step"] < 0.05
+    summary = online_summary(scan, fn, ft, healthy_mask(4, v.shape[1], T0, GRID, fn, ft), T0, GRID)
+    assert summary["failures"] == len(ft) and summary["warned"] >= 1 and summary["warned_2min"] >= 1
+    assert summary["healthy_evaluations"] > 0 and 0 <= summary["fpr_per_step"] < 0.05
+    assert summary["node_days"] == pytest.approx(4 * v.shape[1] * GRID / 86400)
+    # every 4th step: a subset of the same evaluations, same verdicts
+    sparse = online_scan(predictor.predict, v, T0, GRID, predictor.history_steps, stride=4)
+    assert np.array_equal(sparse["warn"], scan["warn"][:, ::4])
+
+
+def test_online_scan_equals_offline_features_of_the_same_history(trained):
+    """Parity: the scan's predictor call on a window cut from the grid equals the event features' prediction."""
+    ens, _ = trained
+    v, fn, ft = synthetic_grid(seed=12, nodes=2)
+    ends = np.array([300, 301, 777])
+    feats = event_features(v, np.zeros(3, int), ends, GRID, leads=(2,))[:, 0]   # windows ending 8 steps earlier
+    expected = ens.predict_batch(feats).warn
+    scan = online_scan(EnsemblePredictor(ens, "t", {}).predict, v[:1], T0, GRID, 16)
+    assert np.array_equal(scan["warn"][0, ends - 8 - 16], expected)
 
 
 def test_too_few_events_is_a_clear_error():
@@ -124,3 +141,74 @@ def test_too_few_events_is_a_clear_error():
     ev = build_events(v, T0, GRID, fn, ft, ok_ratio=2)
     with pytest.raises(ValueError, match="too few"):
         train_ensemble(ev)
+
+
+def test_time_split_keeps_later_failures_for_validation():
+    y = np.r_[np.ones(10), np.zeros(30)].astype(int)
+    t = np.r_[np.arange(10) * 100.0, np.linspace(0, 1000, 30)]
+    early, late = time_split(y, t, 0.3)
+    assert t[early].max() < t[late].min()
+    assert y[late].sum() == 3 and y[early].sum() == 7
+    with pytest.raises(ValueError, match="at least 2 failures"):
+        time_split(np.array([1, 0]), np.array([0.0, 1.0]), 0.5)
+
+
+def test_voter_reports_validation_failures_with_a_wilson_interval(trained):
+    _, report = trained
+    v = report["voter"]
+    assert v["split"] == "time" and v["validation_failures"] >= 2
+    lo, hi = v["tpr_ci95"]
+    assert 0 <= lo <= v["tpr"] <= hi <= 1 and hi - lo > 0.05   # few failures: a wide interval, said so
+
+
+def test_hard_negatives_sit_on_benign_look_alikes():
+    v, fn, ft = synthetic_grid(seed=4, nodes=6, failures_per_node=1)
+    starts = T0 + np.array([1000.0, 1500.0]) * GRID
+    ev = build_events(v, T0, GRID, fn, ft, ok_ratio=5, seed=0, look_alikes=(np.array([0, 5]), starts, starts + 180),
+                      per_look_alike=4)
+    hard = ev.hard
+    assert hard.sum() >= 1 and (ev.labels[hard] == 0).all()
+    for node, t in zip(ev.nodes[hard], ev.times[hard]):
+        k = list(np.array([0, 5])).index(node)
+        assert starts[k] + 120 - GRID <= t <= starts[k] + 180 + 420
+    assert (ev.features[hard].shape[1:] == (6, 70))
+
+
+def test_site_feature_ensemble_round_trips_and_needs_its_history():
+    from hpcguard.models.failure.ensemble import FailureEnsemble
+
+    ens = FailureEnsemble.untrained(seed=0)
+    ens2 = FailureEnsemble(ens.nets, ens.voter, ens.medians, ens.mean, ens.std, features="site", persistence=3)
+    assert ens2.history_steps == 176 + 2
+    again = FailureEnsemble.from_state(ens2.to_state())
+    assert again.feature_set.name == "site" and again.history_steps == 178
+    w = np.random.default_rng(0).normal(50, 1, size=(3, 178, 10))
+    assert np.allclose(again.predict_windows(w).vote_probability, ens2.predict_windows(w).vote_probability)
+    with pytest.raises(ValueError, match="178"):
+        ens2.predict_windows(w[:, 1:])
+
+
+def test_no_warning_from_a_history_in_which_the_node_was_down():
+    """A restart inside the history would compare a reboot with the running node: never a warning."""
+    from hpcguard.models.failure.ensemble import FailureEnsemble
+
+    ens = FailureEnsemble.untrained(seed=0)
+    ens.threshold = 0.0                                  # the vote fires on everything
+    w = np.random.default_rng(1).normal(50, 1, size=(3, 16, 10))
+    w[1, 3, :] = np.nan                                  # node down for one step
+    w[2, 5, :4] = np.nan                                 # BMC poll missing, OS metrics present: still up
+    assert ens.predict_windows(w).warn.tolist() == [True, False, True]
+
+
+def test_shifted_failure_windows_train_the_networks_only():
+    v, fn, ft = synthetic_grid(seed=5, nodes=8)
+    ev = build_events(v, T0, GRID, fn, ft, ok_ratio=10, seed=0)
+    shifted = [build_events(v, T0, GRID, fn, ft - GRID * k, max_ok=0, seed=0) for k in (1, 2)]
+    for k, s in zip((1, 2), shifted):
+        s.times = s.times + GRID * k                       # the failure each copies (time split)
+    shifted = Events.concat(shifted)
+    assert (shifted.labels == 1).all() and len(shifted.labels) == 2 * ev.labels.sum()
+    _, plain = train_ensemble(ev, seed=0, mc_splits=1, max_epochs=20)
+    _, more = train_ensemble(ev, seed=0, mc_splits=1, max_epochs=20, augment=shifted)
+    assert more["network_failure_events"] == 3 * plain["network_failure_events"]
+    assert more["voter"]["validation_failures"] == plain["voter"]["validation_failures"]

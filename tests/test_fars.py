@@ -31,8 +31,18 @@ def test_knapsack_matches_brute_force_on_random_instances():
 
 def test_spare_pool_fig_2_example():
     # seed 001 Fig. 2: idle n4, n5; n4 is needed for the queue head's EASY reservation -> pool {n5}
-    assert fars.spare_pool({"n4", "n5"}, set(), {"n4"}) == {"n5"}
-    assert fars.spare_pool({"n1", "n4", "n5"}, {"n1"}, set()) == {"n4", "n5"}
+    # (j4 needs 3 nodes; 2 more are expected free at t=50, so one idle node must wait for it)
+    assert fars.spare_pool({"n4", "n5"}, set(), head_size=3, releases=[(50.0, 2)]) == ["n5"]
+    assert fars.spare_pool({"n1", "n4", "n5"}, {"n1"}) == ["n4", "n5"]
+    assert fars.spare_pool({"n1", "n4", "n5"}, {"n1"}, head_size=2) == []          # the head starts now on both
+    assert fars.spare_pool({"n4", "n5"}, set(), head_size=9, releases=[(50.0, 2)]) == []  # never fits: hold all
+
+
+def test_easy_extra_nodes_follows_release_order_not_input_order():
+    assert fars.easy_extra_nodes(1, 4, [(90.0, 5), (10.0, 2), (40.0, 1)]) == 0   # 1+2+1 = 4 at t=40
+    assert fars.easy_extra_nodes(1, 4, [(90.0, 5), (10.0, 4)]) == 1
+    with pytest.raises(ValueError):
+        fars.easy_extra_nodes(-1, 2)
 
 
 def test_job_failure_probability_and_gains():

@@ -5,7 +5,8 @@ import statistics
 import numpy as np
 import pytest
 
-from hpcguard.models.features import CANONICAL_SENSORS, FEATURE_NAMES, io_window_features, window_features
+from hpcguard.models.features import (CANONICAL_SENSORS, FEATURE_NAMES, FEATURE_SETS, baseline_features, feature_set,
+                                      io_window_features, robust_features, window_features)
 
 
 def reference_features(window):
@@ -49,3 +50,86 @@ def test_io_window_features():
     assert f["read_min"] == 1.0 and f["read_max"] == 3.0 and f["read_median"] == 2.0
     assert f["read_var"] == pytest.approx(2 / 3)
     assert f["write_std"] == 0.0 and len(f) == 12
+
+
+def _history(seed=0, n=4):
+    rng = np.random.default_rng(seed)
+    return rng.normal(50.0, 1.0, size=(n, FEATURE_SETS["site"].history_steps, 10))
+
+
+def test_site_features_ignore_per_node_baselines_and_units():
+    """A node whose fans run 2,000 RPM higher (or whose BMC reports another scale) looks the same."""
+    h = _history()
+    h[:, -16:, 1] += np.linspace(0, 6, 16)
+    z = baseline_features(h).reshape(4, 10, 7)[..., :5]
+    for other in (h + 15.0, h * 3.0):                 # another per-node baseline; another unit scale
+        assert np.allclose(baseline_features(other).reshape(4, 10, 7)[..., :5], z, rtol=0.05, atol=0.05)
+
+
+def test_site_features_see_a_ramp_spikes_and_missing_values():
+    h = _history(n=3)
+    h[0, -16:, 0] += np.linspace(0, 10, 16)          # ramp in the last 4 minutes
+    h[1, -16::3, 2] -= 30.0                          # intermittent single-poll droops
+    h[2, -16:, 5] = np.nan                           # sensor lost in the window
+    f = baseline_features(h).reshape(3, 10, 7)
+    names = list(FEATURE_SETS["site"].statistics)
+    assert f[0, 0, names.index("z_slope")] > 1.0 and f[0, 0, names.index("z_last")] > 5.0
+    assert f[1, 2, names.index("spike_excess")] > 0.3 and f[1, 2, names.index("z_min")] < -10
+    assert f[2, 5, names.index("missing")] == 1.0 and f[2, 5, names.index("z_mean")] == 0.0
+    quiet = f[1, 4]
+    assert abs(quiet[names.index("spike_excess")]) < 0.1 and quiet[names.index("missing")] == 0.0
+
+
+def test_feature_sets_check_their_history():
+    assert FEATURE_SETS["paper"].history_steps == 16 and len(FEATURE_SETS["site"].feature_names) == 70
+    assert np.allclose(FEATURE_SETS["paper"](np.ones((2, 16, 10))), window_features(np.ones((2, 16, 10))))
+    with pytest.raises(ValueError, match="176"):
+        FEATURE_SETS["site"](np.ones((2, 16, 10)))
+    with pytest.raises(ValueError, match="unknown feature set"):
+        feature_set("nope")
+
+
+def _robust(h):
+    return robust_features(h).reshape(len(h), 10, len(FEATURE_SETS["robust"].statistics))
+
+
+def test_robust_features_see_leaks_droops_and_fan_decay_but_not_a_job_start_in_the_baseline():
+    rng = np.random.default_rng(1)
+    h = rng.normal(50.0, 0.5, size=(4, FEATURE_SETS["robust"].history_steps, 10))
+    h[:, :, 1] = rng.normal(7000.0, 30.0, size=h.shape[:2])         # fan RPM
+    h[:, :, 2] = rng.normal(1.05, 0.003, size=h.shape[:2])          # Vcore
+    h[:, :, 7] = rng.normal(30.0, 0.3, size=h.shape[:2])            # memory %
+    h[0, -16:, 7] = np.linspace(30, 97, 16)                         # memory leak toward 100 %
+    h[1, -16::4, 2] -= 0.15                                         # single-poll Vcore droops
+    h[2, -16:, 1] -= np.linspace(0, 1500, 16)                       # one fan decaying (min over fans)
+    h[3, 10:40, 4] += 30.0                                          # a job that ran inside the baseline only
+    f = _robust(h)
+    names = list(FEATURE_SETS["robust"].statistics)
+    z_last, level, jump, rise = (names.index(k) for k in ("z_last", "level", "jump", "z_rise"))
+    assert f[0, 7, z_last] == 20.0 and f[0, 7, level] > 0.9 and f[3, 7, level] == pytest.approx(0.3, abs=0.02)
+    assert f[1, 2, jump] > 2.0 + f[3, 2, jump] and f[1, 2, names.index("z_min")] < -10
+    assert f[2, 1, rise] < -10 and f[2, 1, level] < -0.15
+    # the median/MAD baseline is not dragged by a past job: the node's load reads as its idle level
+    assert abs(f[3, 4, z_last]) < 4 and abs(f[3, 4, level]) < 0.05
+
+
+def test_robust_features_ignore_per_node_offsets_and_mark_missing():
+    h = _history()[:, -FEATURE_SETS["robust"].history_steps:]
+    h[:, -16:, 0] += np.linspace(0, 6, 16)
+    h[1, -16:, 6] = np.nan
+    f = _robust(h)
+    shifted = _robust(h + 15.0)
+    z = slice(0, 6)                                  # z features do not move with a per-node offset
+    assert np.allclose(f[..., z], shifted[..., z], atol=0.2)
+    missing = list(FEATURE_SETS["robust"].statistics).index("missing")
+    assert f[1, 6, missing] == 1.0 and np.all(f[1, 6, :missing] == 0.0) and not np.isnan(f).any()
+    assert len(FEATURE_SETS["robust"].feature_names) == 90
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import hpcguard.models.features as features
+
+    result = doctest.testmod(features)
+    assert result.attempted >= 10 and result.failed == 0

@@ -111,14 +111,18 @@ def test_rate_limit_per_kind_refuses_then_recovers_after_window(tmp_path):
     assert len(runs(log)) == 4
 
 
-def test_refused_action_is_retried_once_limits_allow(tmp_path):
+def test_refused_action_is_answered_from_the_ledger_until_an_operator_retries(tmp_path):
     clock = Clock()
     cfg = GovernorConfig(**{**NO_LIMITS, "rate_limits": {"checkpoint": (1, 60.0)}})
     gov, log = command_governor(tmp_path, cfg, clock)
     gov.apply(checkpoint("c1", "1"))
     assert gov.apply(checkpoint("c2", "2")).status == "refused"
-    clock.t += 61
+    clock.t += 61  # the limit would allow it now, but a redelivery is not a new decision
+    again = gov.apply(checkpoint("c2", "2"))
+    assert again.status == "duplicate" and again.detail.startswith("already refused") and "rate limit" in again.detail
+    gov.ledger.resolve("c2", "retry", clock.t)
     assert gov.apply(checkpoint("c2", "2")).status == "applied"
+    assert gov.ledger.get("c2")["attempts"] == 2 and len(runs(log)) == 2
 
 
 def test_drain_ceiling_counts_nodes_drained_by_hpcguard(tmp_path):
@@ -129,7 +133,7 @@ def test_drain_ceiling_counts_nodes_drained_by_hpcguard(tmp_path):
     assert ack.status == "refused" and "drain ceiling: 3 of 10" in ack.detail
     assert gov.apply({"action_id": "m1", "kind": "migrate", "job_id": "5", "nodes": ["n4"]}).status == "refused"
     assert gov.apply({"action_id": "r1", "kind": "resume", "nodes": ["n1"]}).status == "applied"
-    assert gov.apply(drain("d2", "n3")).status == "applied"
+    assert gov.apply(drain("d3", "n3")).status == "applied"
     assert gov.ledger.drained_nodes() == {"n2", "n3"}
 
 
@@ -166,10 +170,10 @@ def test_job_and_node_cooldown(tmp_path):
     assert "node n1 is cooling down" in gov.apply(drain("d2", "n1")).detail
     assert gov.apply({**checkpoint("c3", "44"), "nodes": ["n1"]}).status == "applied"  # a job action on n1 is fine
     clock.t += 301
-    assert gov.apply({"action_id": "r1", "kind": "reschedule", "job_id": "42"}).status == "applied"
-    assert gov.apply(drain("d2", "n1")).status == "refused"
+    assert gov.apply({"action_id": "r2", "kind": "reschedule", "job_id": "42"}).status == "applied"
+    assert gov.apply(drain("d3", "n1")).status == "refused"
     clock.t += 600
-    assert gov.apply(drain("d2", "n1")).status == "applied"
+    assert gov.apply(drain("d4", "n1")).status == "applied"
 
 
 def test_allow_and_deny_lists_use_the_adapters_job_info(tmp_path):
@@ -203,23 +207,26 @@ def test_dry_run_checks_limits_but_executes_nothing(tmp_path):
     assert len(runs(log)) == 1
 
 
-def test_failed_action_may_be_retried(tmp_path):
+def test_failed_action_is_retried_only_after_an_operator_says_so(tmp_path):
     gov, log = command_governor(tmp_path, exit_code=1)
     ack = gov.apply(drain("d1", "n1"))
     assert ack.status == "failed" and "exited 1" in ack.detail
     gov.close()
     good, _ = command_governor(tmp_path, exit_code=0)
+    again = good.apply(drain("d1", "n1"))
+    assert again.status == "duplicate" and again.detail.startswith("already failed")
+    good.ledger.resolve("d1", "retry", 0.0, note="site tool fixed")
     assert good.apply(drain("d1", "n1")).status == "applied"
     assert good.ledger.get("d1")["attempts"] == 2
 
 
 def test_interrupted_attempt_is_never_executed_twice(tmp_path):
     gov, log = command_governor(tmp_path)
-    gov.ledger.claim(validate_action(drain("d1", "n1")), 0.0)  # a worker died right after claiming
+    gov.ledger.claim(validate_action(drain("d1", "n1")), 0.0, "otherhost:1:x", str)  # a worker died after claiming
     gov.close()
     fresh, _ = command_governor(tmp_path)
     ack = fresh.apply(drain("d1", "n1"))
-    assert ack.status == "refused" and "never finished" in ack.detail
+    assert ack.status == "duplicate" and "executing since" in ack.detail and "not executed twice" in ack.detail
     assert runs(log) == []
 
 
@@ -285,7 +292,8 @@ def test_from_settings_and_make_adapter(tmp_path):
 def test_ledger_survives_reopen(tmp_path):
     ledger = Ledger(tmp_path / "l.sqlite")
     va = validate_action(drain("d1", "n1"))
-    assert ledger.claim(va, 1.0) and not ledger.claim(va, 2.0)
+    assert ledger.claim(va, 1.0, "h:1:x", str) == ("claimed", "")
+    assert ledger.claim(va, 2.0, "h:2:y", str)[0] == "duplicate"
     ledger.close()
     assert Ledger(tmp_path / "l.sqlite").get("d1")["status"] == "executing"
 

@@ -1,8 +1,11 @@
+import json
 import math
+import random
 
 import numpy as np
+import pytest
 
-from hpcguard.models.grid import NodeGrid
+from hpcguard.models.grid import LateSample, NodeGrid
 
 
 def test_last_value_vs_mean_and_missing():
@@ -20,37 +23,89 @@ def test_last_value_vs_mean_and_missing():
     assert np.isnan(w[:-1]).all()  # steps before the stream began are missing
 
 
-def test_lateness_keeps_step_open_and_late_samples_after_close_are_ignored():
+def test_lateness_keeps_step_open_and_late_samples_after_close_raise():
     g = NodeGrid(grid_s=15, window_steps=2, lateness_s=30)
     g.add(1, {"cpu_temp": 1.0}, last_value=True)
-    assert g.add(40, {"cpu_temp": 2.0}, last_value=True) == []  # 40 < 15 + 30
+    assert g.add(40, {"cpu_temp": 2.0}, last_value=True) == []  # 40 - 30 < 15
     assert g.add(10, {"cpu_temp": 9.0}, last_value=True) == []  # late but step 0 still open
     assert g.add(46, {"cpu_temp": 3.0}, last_value=True) == [0.0]
-    g.add(2, {"cpu_temp": 99.0}, last_value=True)  # too late: step 0 already emitted
-    assert g.window(0.0)[-1, 0] == 9.0
+    with pytest.raises(LateSample, match="behind the node's watermark"):
+        g.add(2, {"cpu_temp": 99.0}, last_value=True)  # step 0 already emitted
+    assert g.window(0.0)[-1, 0] == 9.0 and g.late_samples == 1
 
 
-def test_state_round_trip_and_window_trim():
-    g = NodeGrid(grid_s=15, window_steps=3, lateness_s=0)
+def test_state_round_trip_through_json_and_history_kept():
+    g = NodeGrid(grid_s=15, window_steps=3, lateness_s=0, keep_steps=5)
     for k in range(10):
-        g.add(15.0 * k, {"cpu_temp": float(k)}, last_value=True)
-    assert g.size <= 3 + 1
-    h = NodeGrid(grid_s=15, window_steps=3, lateness_s=0).load_state(g.to_state())
+        g.add(15.0 * k, {"cpu_temp": float(k)}, last_value=True, source="ipmi")
+    assert g.size <= 5 + 1
+    h = NodeGrid(grid_s=15, window_steps=3, lateness_s=0, keep_steps=5).load_state(json.loads(json.dumps(g.to_state())))
     np.testing.assert_array_equal(h.window(120.0)[:, 0], [6.0, 7.0, 8.0])
+    np.testing.assert_array_equal(h.window(120.0, steps=5)[:, 0], [4.0, 5.0, 6.0, 7.0, 8.0])
     assert h.complete(120.0) and not h.complete(300.0)
+    assert h.add(150.0, {"cpu_temp": 10.0}, last_value=True, source="ipmi") == [135.0]
+    with pytest.raises(LateSample):
+        h.add(100.0, {"cpu_temp": 1.0}, last_value=True, source="ipmi")
 
 
-def test_step_waits_for_the_slowest_live_source_but_not_a_silent_one():
-    g = NodeGrid(grid_s=15, window_steps=2, lateness_s=0, stale_s=120)
-    g.add(1, {"cpu_temp": 40.0}, last_value=True, source="ipmi")
-    g.add(2, {"load_1min": 1.0}, last_value=False, source="ldms:loadavg")
-    # IPMI runs ahead (its topic was fetched first); the LDMS source is still at t=2
-    assert g.add(61, {"cpu_temp": 41.0}, last_value=True, source="ipmi") == []
-    assert g.add(5, {"load_1min": 3.0}, last_value=False, source="ldms:loadavg") == []
-    closed = g.add(20, {"load_1min": 5.0}, last_value=False, source="ldms:loadavg")
-    assert closed == [0.0]
+def test_a_lagging_source_holds_the_node_however_far_behind_it_is():
+    """Event time: IPMI racing an hour ahead of the OS samples must not close steps."""
+    g = NodeGrid(grid_s=15, window_steps=2, lateness_s=0, idle_s=60)
+    g.add(1, {"cpu_temp": 40.0}, last_value=True, source="ipmi", now=0.0)
+    g.add(2, {"load_1min": 1.0}, last_value=False, source="ldms:loadavg", now=0.0)
+    assert g.add(3600, {"cpu_temp": 41.0}, last_value=True, source="ipmi", now=1.0) == []
+    assert g.add(5, {"load_1min": 3.0}, last_value=False, source="ldms:loadavg", now=2.0) == []
+    assert g.add(20, {"load_1min": 5.0}, last_value=False, source="ldms:loadavg", now=3.0) == [0.0]
     assert g.window(0.0)[-1, 4] == 2.0 and g.late_samples == 0  # both LDMS samples made it
-    # the LDMS sampler goes silent: after stale_s the node is no longer held back by it
-    assert g.add(300, {"cpu_temp": 42.0}, last_value=True, source="ipmi") != []
-    g.add(3, {"load_1min": 9.0}, last_value=False, source="ldms:loadavg")
-    assert g.late_samples == 1
+
+
+def test_a_source_idle_by_processing_time_stops_holding_the_node():
+    g = NodeGrid(grid_s=15, window_steps=2, lateness_s=0, idle_s=60)
+    g.add(2, {"load_1min": 1.0}, last_value=False, source="ldms:loadavg", now=0.0)
+    g.add(1, {"cpu_temp": 40.0}, last_value=True, source="ipmi", now=0.0)
+    assert g.add(300, {"cpu_temp": 42.0}, last_value=True, source="ipmi", now=30.0) == []
+    assert g.advance(now=59.0) == []  # the LDMS sampler has been quiet 59 wall seconds: still live
+    assert g.advance(now=61.0) == [0.0]  # idle now
+    with pytest.raises(LateSample):
+        g.add(3, {"load_1min": 9.0}, last_value=False, source="ldms:loadavg", now=62.0)
+
+
+def test_closed_windows_do_not_depend_on_arrival_order():
+    rng = np.random.default_rng(0)
+    recs = [(t, {"cpu_temp": float(rng.normal(50))}, True, "ipmi") for t in np.arange(0, 600, 15.0)]
+    recs += [(t, {"load_1min": float(rng.normal(5))}, False, "ldms:loadavg") for t in np.arange(0, 600, 10.0)]
+
+    def run(order):
+        g = NodeGrid(grid_s=15, window_steps=4, lateness_s=0, sources=("ipmi", "ldms:loadavg"))
+        closed = []
+        for t, v, last, src in order:
+            closed += g.add(t, v, last, source=src)
+        return closed, g.window(closed[-1]).tolist()
+
+    in_time = run(sorted(recs, key=lambda r: r[0]))
+    # topic order: each source in its own time order, the sources interleaved at random
+    for seed in range(5):
+        a, b = [r for r in recs if r[3] == "ipmi"], [r for r in recs if r[3] != "ipmi"]
+        order, r = [], random.Random(seed)
+        while a or b:
+            src = a if (a and (not b or r.random() < 0.5)) else b
+            order.append(src.pop(0))
+        got = run(order)
+        assert got[0] == in_time[0]
+        np.testing.assert_array_equal(got[1], in_time[1])
+    assert len(in_time[0]) == 39
+
+
+def test_coverage_counts_closed_steps_with_a_value_per_sensor():
+    g = NodeGrid(grid_s=15, window_steps=2, lateness_s=0)
+    for t in range(0, 100, 15):
+        g.add(float(t), {"cpu_temp": 1.0}, last_value=True)
+    assert g.steps_closed == 6 and g.present[0] == 6 and g.present[1:].sum() == 0
+
+
+def test_a_source_whose_stream_has_a_backlog_is_never_idle():
+    g = NodeGrid(grid_s=15, window_steps=2, lateness_s=0, idle_s=60)
+    g.add(2, {"load_1min": 1.0}, last_value=False, source="ldms:loadavg", now=0.0)
+    g.add(300, {"cpu_temp": 42.0}, last_value=True, source="ipmi", now=0.0)
+    assert g.advance(now=500.0, hold={"ldms:loadavg"}) == []  # its topic still has unread records
+    assert g.advance(now=500.0) != []

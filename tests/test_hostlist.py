@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import pytest
 
 from hpcguard.connectors.errors import ParseError
@@ -17,13 +20,16 @@ from hpcguard.connectors.hostlist import compress_hostlist, expand_hostlist
     ("None assigned", []),
     ("(null)", []),
     ("", []),
+    (",1,2,3", ["1", "2", "3"]),               # Slurm skips empty tokens
+    ("n1, n2,\tn3", ["n1", "n2", "n3"]),       # and splits on spaces and tabs
+    ("n1,,n2,", ["n1", "n2"]),
 ])
 def test_expand(expr, expected):
     assert expand_hostlist(expr) == expected
 
 
-@pytest.mark.parametrize("bad", ["n[1-", "n1]", "n[[1]]", "n[a-b]", "n[3-1]", "n[1,,2]", "n1,,n2", "n1;rm", "n 1",
-                                 "n[]"])
+@pytest.mark.parametrize("bad", ["n[1-", "n1]", "n[[1]]", "n[a-b]", "n[3-1]", "n[1,,2]", "n1;rm", "n[]", "n[1-2",
+                                 "n[3-1],n5"])
 def test_bad_syntax_is_a_parse_error(bad):
     with pytest.raises(ParseError) as err:
         expand_hostlist(bad)
@@ -54,3 +60,40 @@ def test_compress_round_trips(names):
 def test_compress_shape():
     assert compress_hostlist(["n3", "n1", "n2", "n7"]) == "n[1-3,7]"
     assert compress_hostlist(["n001", "n002"]) == "n[001-002]"
+
+
+CASES = Path("/work/shared/data/real-formats/hostlist/cases.json")
+
+
+def _matches(case: dict) -> bool:
+    """Whether expand_hostlist gives the case's expected result (duplicates compared once, by design)."""
+    try:
+        got = expand_hostlist(case["expr"])
+    except ParseError:
+        return case["kind"] == "error"
+    expected = case["expected"]
+    if case["kind"] == "error":
+        return False
+    if case["kind"] == "count":
+        return len(got) == (len(set(expected)) if isinstance(expected, list) else expected) or (
+            case.get("design_difference") is not None and len(got) == len(set(got)))
+    if case["order"] == "exact" and not case.get("design_difference"):
+        return got == expected
+    return sorted(got) == sorted(set(expected))
+
+
+@pytest.mark.skipif(not CASES.exists(), reason="real-formats hostlist corpus not available")
+def test_real_hostlist_corpus_follows_slurm():
+    """All 128 cases of seven hostlist implementations: every case whose semantics Slurm shares matches."""
+    cases = json.loads(CASES.read_text())
+    assert len(cases) == 128
+    slurm_cases = [c for c in cases if not c.get("informational")]
+    failed = [c["id"] for c in slurm_cases if not _matches(c)]
+    # whamcloud rejects a trailing comma; Slurm (and flux-core's ",1,2,3,4,5,9,") skip the empty token
+    assert failed == ["hostlist-parser:snapshot:4"] and len(slurm_cases) == 119
+    assert expand_hostlist("hostname[1],") == ["hostname1"]
+    by_id = {c["id"]: c for c in cases}
+    assert len(expand_hostlist(by_id["flux-core:codec_tests[6]:5"]["expr"])) == 6  # ",1,2,3,4,5,9"
+    # other libraries' own semantics Slurm does not share: descending ranges stay errors
+    with pytest.raises(ParseError, match="descending"):
+        expand_hostlist(by_id["hostlist-parser:snapshot:31"]["expr"])

@@ -70,9 +70,9 @@ def test_ipmitool_and_telegraf(tmp_path):
 
 
 def test_telegraf_escapes_and_errors():
-    host, name, value, t = parse_telegraf_line(
+    host, name, value, unit, t = parse_telegraf_line(
         r"ipmi_sensor,host=n\ 1,name=cpu1\,temp,status_code=ok value=45i 1000000000")
-    assert (host, name, value, t) == ("n 1", "cpu1,temp", 45.0, 1.0)
+    assert (host, name, value, unit, t) == ("n 1", "cpu1,temp", 45.0, None, 1.0)
     with pytest.raises(ParseError) as err:
         parse_telegraf_line("ipmi_sensor,name=x value=1 1000")
     assert err.value.kind == "missing_field"
@@ -125,3 +125,31 @@ def test_mapping_is_case_and_separator_insensitive_and_site_overridable(tmp_path
     short = tmp_path / "short.toml"
     short.write_text('[ipmi]\ncpu_voltage = ["VCCIN A"]\n')
     assert SensorMapping.load(short).ipmi_canonical("vccin-a") == "cpu_voltage"
+
+
+def test_every_documented_ipmi_variant_parses_to_a_value():
+    """The example line of each row of docs/formats.md's IPMI table goes through the parsers."""
+    import re
+    from pathlib import Path
+
+    from hpcguard.connectors.ipmi import TimeLine, detect_ipmi_format, parse_freeipmi
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text()
+    section = doc[doc.index("### IPMI"):doc.index("### Slurm")]
+    rows = [r for r in section.splitlines() if r.startswith("| ") and "`" in r and not r.startswith("| variant")]
+    assert len(rows) >= 10
+    for row in rows:
+        example = re.search(r"`([^`]+)`", row.split(" | ")[1]).group(1).replace("\\|", "|")
+        if example.endswith(".tar.xz"):
+            continue
+        if example.startswith("Timestamp:"):
+            assert TimeLine().parse(example) == 1748908801.0
+            continue
+        if example.startswith("ipmi_sensor"):
+            node, name, value, unit, t = parse_telegraf_line(example)
+            assert value is not None and unit and t > 1.5e9
+            assert node == ("10.0.0.7" if "server=" in example else "c1")  # the BMC, not the collector
+            continue
+        fmt = detect_ipmi_format([example])
+        rows_ = parse_freeipmi(example) if fmt == "freeipmi-csv" else parse_ipmitool(example)
+        assert fmt and rows_[0][1] is not None and rows_[0][2], (row, rows_)

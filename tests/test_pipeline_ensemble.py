@@ -39,7 +39,8 @@ def test_ensemble_agent_predicts_in_batches_and_warns(kafka_settings, tmp_path, 
     feed = [(node, {"node": node, "time": T0 + GRID * k, "source": "ipmi", "v": 1,
                     "values": dict(zip(CANONICAL_SENSORS, map(float, values[i, k])))})
             for k in range(fail_step) for i, node in enumerate(("n1", "n2"))]
-    with WorkerProcess(kafka_settings, tmp_path, model_dir, roles=["windows", "jobs", "decide", "adapter"]) as w:
+    with WorkerProcess(kafka_settings, tmp_path, model_dir, roles=["windows", "jobs", "decide", "adapter"],
+                       env={"HPCGUARD_WORKER__GRID_SOURCES": "ipmi"}) as w:
         w.produce(w.topics.jobs, [("7", {"job_id": "7", "event": "start", "time": T0, "nodes": ["n1", "n9"],
                                          "num_nodes": 2, "v": 1})])
         w.wait_for(w.topics.node_jobs, lambda r: len(r) >= 2)

@@ -148,8 +148,11 @@ def test_ipmitool_and_telegraf_recordings(tmp_path):
         "# hpcguard-poll host=n001 time=9.5\nCPU1 Temp | 30h | ok | 3.1 | 47 degrees C\n"
         "# hpcguard-poll host=n001 time=15.5\nCPU1 Temp | 30h | ns | 3.1 | No Reading\n")
     (tmp_path / "ipmi" / "n002.lp").write_text(
-        "ipmi_sensor,host=n002,name=fan1a,status_code=ok value=3000 16000000000\n")
+        "ipmi_sensor,host=n002,name=fan1a,status_code=ok,unit=rpm value=3000 16000000000\n")
     grid = load_sensor_grid(tmp_path)
     assert grid.nodes == ["n001", "n002"] and grid.t0 == 0.0 and grid.values.shape == (2, 2, 10)
     assert grid.values[0, :, 0].tolist()[0] == 47.0 and np.isnan(grid.values[0, 1, 0])  # last value; N/A stays NaN
     assert grid.values[1, 1, 1] == 3000.0
+    cov = grid.coverage.report()
+    assert cov["sensors"]["cpu_fan_rpm"]["raw_names"] == {"fan1a": 1}  # Telegraf names reach the coverage too
+    assert cov["sensors"]["cpu_temp"]["raw_names"] == {"CPU1 Temp": 2} and cov["node_steps"] == 4

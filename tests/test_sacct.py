@@ -78,3 +78,36 @@ def test_bad_timelimit_and_time():
     assert parse_slurm_time("Unknown") is None
     with pytest.raises(ParseError):
         parse_slurm_time("24/03/2023")
+
+
+def test_dialects_delimiter_trailing_jobidraw_noheader(tmp_path):
+    from hpcguard.connectors.sacct import SacctDialect
+
+    p = tmp_path / "semi.txt"  # sacct -p --delimiter=';' with JobIDRaw only
+    p.write_text("JobIDRaw;State;NodeList;Submit;\n7;COMPLETED;n[1-2];2023-03-24T18:00:00;\n7.batch;COMPLETED;n1;;\n")
+    (job,) = list(read_sacct(p, dialect=SacctDialect(delimiter=";")))
+    assert job["job_id"] == "7" and job["nodes"] == ["n1", "n2"] and job["num_nodes"] == 2
+    assert job["submit_time"] == parse_slurm_time("2023-03-24T18:00:00")
+    env = job_events(job)[0]
+    assert env["delimiter"] == ";" and decode_slurm_envelope(env)["job_id"] == "7"
+    q = tmp_path / "noheader.txt"  # --noheader: the column list comes from the settings
+    q.write_text("8|RUNNING|2023-03-24T18:00:00\n")
+    (job,) = list(read_sacct(q, dialect=SacctDialect(columns=("JobID", "State", "Start"), timezone="Europe/Berlin")))
+    assert job["start_time"] == parse_slurm_time("2023-03-24T17:00:00") and job["state"] == "RUNNING"
+    with pytest.raises(ParseError, match="no JobID or JobIDRaw"):
+        list(read_sacct(q, dialect=SacctDialect()))
+
+
+def test_time_zone_setting_and_offsets():
+    from hpcguard.connectors.sacct import SacctDialect
+    from hpcguard.settings import Settings
+
+    assert SacctDialect.from_settings(Settings()).timezone == "UTC"
+    s = Settings.load(env={"HPCGUARD_SACCT__TIMEZONE": "America/Chicago", "HPCGUARD_SACCT__DELIMITER": ";"})
+    d = SacctDialect.from_settings(s)
+    assert (d.timezone, d.delimiter) == ("America/Chicago", ";")
+    assert parse_slurm_time("2023-07-01T12:00:00", tz=d.timezone) == parse_slurm_time("2023-07-01T17:00:00")
+    assert parse_slurm_time("2023-07-01T12:00:00+0200", tz=d.timezone) == parse_slurm_time("2023-07-01T10:00:00")
+    assert parse_slurm_time("1688212800") == 1688212800.0  # SLURM_TIME_FORMAT=%s
+    with pytest.raises(ValueError, match="unknown time zone"):
+        SacctDialect(timezone="Mars/Olympus")

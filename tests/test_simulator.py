@@ -121,7 +121,7 @@ def test_precursors_lead_their_failures_by_2_to_10_minutes(failing):
     warned = [f for f in fails if f[3] != "no_precursor"]
     # precursor_fraction=1: only a failure soon after a repair (up-time < 2 min) has none
     assert len(fails) >= 3 and len(precursors) == len(warned) >= 0.8 * len(fails)
-    for start, end, node, kind, _ in precursors:
+    for start, end, node, kind, *_ in precursors:
         match = [f for f in fails if f[1] == node and abs(float(f[0]) - float(end)) < 1e-3]
         assert len(match) == 1, (start, end, node)
         assert 120.0 - 1e-3 <= float(end) - float(start) <= 600.0 + 1e-3
@@ -141,7 +141,7 @@ def _early_fan_drop(out):
     """Relative FAN1A drop in the first quarter of each precursor window vs. the 10 min before it."""
     _, anomalies = read_csv(os.path.join(out, "anomalies.csv"))
     drops = []
-    for start, end, node, _, _ in anomalies:
+    for start, end, node, *_ in anomalies:
         start, end = float(start), float(end)
         times, readings = read_ipmi(os.path.join(out, "ipmi", f"{node}.csv"))
         fan = readings["FAN1A"]
@@ -188,7 +188,7 @@ def test_benign_anomalies_do_not_end_in_failures(failing):
     _, anomalies = read_csv(os.path.join(out, "anomalies.csv"))
     benign = [a for a in anomalies if a[4] == "0"]
     assert len(benign) >= 3
-    for start, end, node, _, _ in benign:
+    for start, end, node, *_ in benign:
         assert not any(f[1] == node and float(start) <= float(f[0]) <= float(end) + 60 for f in fails)
 
 
@@ -205,7 +205,7 @@ def test_precursor_signature_is_visible_in_written_ipmi(tmp_path, kind, sensor, 
                        utilization=0.001, kind_weights=weights)
     _, anomalies = read_csv(os.path.join(out, "anomalies.csv"))
     checked = 0
-    for start, end, node, k, _ in anomalies:
+    for start, end, node, k, *_ in anomalies:
         assert k == kind
         times, readings = read_ipmi(os.path.join(out, "ipmi", f"{node}.csv"))
         values = readings[sensor]
@@ -228,7 +228,7 @@ def test_stall_precursor_drops_cpu_user_and_raises_load_of_the_running_job(tmp_p
     load = read_ldms(os.path.join(out, "ldms", "loadavg.csv"))
     _, anomalies = read_csv(os.path.join(out, "anomalies.csv"))
     checked = 0
-    for start, end, node, _, _ in anomalies:
+    for start, end, node, *_ in anomalies:
         sel = ps["ProducerName"] == node
         t, job = ps["Time"][sel], ps["job_id"][sel]
         cols = ["cpu_user", "cpu_nice", "cpu_sys", "cpu_idle", "cpu_iowait"]
@@ -258,7 +258,7 @@ def test_jobs_on_a_failed_node_end_at_the_failure(failing):
     _, fails = read_csv(os.path.join(out, "failures.csv"))
     hit = [f for f in fails if f[2]]
     assert hit, "expected at least one failure to hit a running job"
-    for t, node, job_id, _ in hit:
+    for t, node, job_id, *_ in hit:
         job = by_id[job_id]
         assert job["State"] == "NODE_FAIL"
         assert node in expand(job["NodeList"])
@@ -307,8 +307,10 @@ def test_files_have_the_documented_headers(failing):
         first, second = fh.readline().rstrip("\n"), fh.readline().rstrip("\n")
     assert POLL.match(first) and POLL.match(first).group(1) == "n001"
     assert second == "ID,Name,Type,Reading,Units,Event"
-    assert read_csv(os.path.join(out, "failures.csv"))[0] == ["time", "node", "job_id", "cause"]
-    assert read_csv(os.path.join(out, "anomalies.csv"))[0] == ["start", "end", "node", "kind", "leads_to_failure"]
+    assert read_csv(os.path.join(out, "failures.csv"))[0] == ["time", "node", "job_id", "cause", "family",
+                                                              "onset_minutes", "onset_time"]
+    assert read_csv(os.path.join(out, "anomalies.csv"))[0] == ["start", "end", "node", "kind", "leads_to_failure",
+                                                               "family"]
     with open(os.path.join(out, "slurm", "sacct.txt")) as fh:
         assert fh.readline().rstrip("\n") == SACCT_HEADER
     for key in ("nodes", "start", "end", "seed", "parameters", "counts"):
@@ -361,7 +363,7 @@ def test_down_node_writes_nothing_and_counters_reset_after_reboot(failing):
     lc = read_ldms(os.path.join(out, "ldms", "lustre_client.csv"))
     repair_min = summary["parameters"]["repair_minutes"][0] * 60
     resets = 0
-    for t, node, _, _ in fails:
+    for t, node, *_ in fails:
         t = float(t)
         sel = lc["ProducerName"] == node
         times, read = lc["Time"][sel], lc["read_bytes"][sel]

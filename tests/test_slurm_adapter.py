@@ -4,6 +4,7 @@ Parsing tests run everywhere; the rest need root and Debian's slurm-wlm + munge
 (``.ci/slurm-setup.sh``) and skip without them unless CI is set.
 """
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -290,7 +291,7 @@ def test_checkpoint_through_the_broker_exactly_once(cluster, kafka_settings, tmp
     job = submit_trap_job(cluster, out)
     action = {"action_id": f"e2e-{job}", "kind": "checkpoint", "job_id": job,
               "nodes": [cluster.job_field(job, "NodeList")], "source": "failure-ensemble",
-              "reason": {"lead_minutes": 5.0}, "time": 0.0, "v": 1}
+              "reason": {"lead_minutes": 5.0}, "time": time.time(), "v": 1}
     env = {"SLURM_CONF": str(cluster.conf), "HPCGUARD_ADAPTER__LEDGER": str(tmp_path / "ledger.sqlite")}
     with WorkerProcess(kafka_settings, tmp_path, roles=("adapter",), extra=["--adapter", "slurm"], env=env) as w:
         w.produce(w.topics.actions, [(job, action)])
@@ -301,3 +302,83 @@ def test_checkpoint_through_the_broker_exactly_once(cluster, kafka_settings, tmp
         acks = w.wait_for(w.topics.acks, lambda r: len(r) >= 2, timeout_s=60)
     assert [a["status"] for a in acks] == ["applied", "duplicate"]
     assert lines(out / "signals") == ["got-USR1 restart=0"]
+
+
+# ----------------------------------------------------------------------------- reconcile after a crash
+def _migrate_in_child(conf, ledger_path, action):
+    slow = SlurmAdapter(slurm_conf=conf, migrate_grace_s=120.0, timeout_s=20)  # killed during this grace period
+    governor(slow, ledger_path.parent).apply(action)
+
+
+def killed_during_migrate_grace(cluster, tmp_path, action_id):
+    """A worker runs a migrate and is killed (SIGKILL) after the drain and the signal, in the grace period."""
+    import multiprocessing
+    import os
+    import signal
+
+    out = tmp_path / "job"
+    job = submit_trap_job(cluster, out)
+    node = cluster.job_field(job, "NodeList")
+    action = {"action_id": action_id, "kind": "migrate", "job_id": job, "nodes": [node],
+              "source": "failure-ensemble", "reason": {"text": "predicted failure"}}
+    child = multiprocessing.get_context("fork").Process(target=_migrate_in_child,
+                                                        args=(str(cluster.conf), tmp_path / "ledger.sqlite", action))
+    child.start()
+    cluster.wait_for(lambda: lines(out / "signals"), timeout=30, what="the checkpoint signal")
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    assert f"Reason=hpcguard {action_id}: predicted failure" in cluster.node_line(node)
+    assert cluster.job_field(job, "JobState") == "RUNNING" and cluster.job_field(job, "Restarts") == "0"
+    return job, node, action, out
+
+
+def test_reconcile_completes_a_migrate_killed_in_its_grace_period(cluster, adapter, tmp_path):
+    job, node, action, out = killed_during_migrate_grace(cluster, tmp_path, "mig-k1")
+    gov = governor(adapter, tmp_path)
+    assert gov.ledger.get("mig-k1")["status"] == "executing"
+    (ack,) = gov.reconcile()
+    assert ack.status == "applied", ack.detail
+    assert "completed the interrupted migrate" in ack.detail and f"$ scontrol requeue {job}" in ack.output
+    assert int(cluster.job_field(job, "Restarts")) == 1 and "DRAIN" in cluster.node_line(node)
+    assert gov.ledger.get("mig-k1")["status"] == "applied" and node in gov.ledger.drained_nodes()
+    assert gov.apply(action).status == "duplicate"
+    assert lines(out / "signals") == ["got-USR1 restart=0"]  # signalled once, never again
+
+
+@pytest.mark.parametrize("admin_redrains", [False, True])
+def test_reconcile_undoes_only_its_own_drain_when_the_job_is_gone(cluster, adapter, tmp_path, admin_redrains):
+    job, node, action, _ = killed_during_migrate_grace(cluster, tmp_path, "mig-k2")
+    cluster.run("scancel", job)
+    cluster.wait_for(lambda: cluster.job_field(job, "JobState") in ("CANCELLED", "COMPLETING", ""), timeout=20,
+                     what=f"job {job} cancelled")
+    if admin_redrains:  # an administrator took the node over meanwhile: hpcguard must leave it drained
+        cluster.run("scontrol", "update", f"NodeName={node}", "Reason=admin maintenance")
+    (ack,) = governor(adapter, tmp_path).reconcile()
+    assert ack.status == "failed", ack.detail
+    if admin_redrains:
+        assert "no node carries this action's drain" in ack.detail
+        assert "DRAIN" in cluster.node_line(node) and "admin maintenance" in cluster.node_line(node)
+    else:
+        assert f"undid this action's drain of {node}" in ack.detail
+        cluster.wait_for(lambda: "DRAIN" not in cluster.node_line(node), timeout=10, what=f"{node} resumed")
+
+
+def test_reconcile_reads_drains_back_from_slurm(cluster, adapter, tmp_path):
+    import socket
+    import subprocess
+
+    from hpcguard.connectors.validation import validate_action
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    owner = f"{socket.gethostname()}:{gone.pid}:x"
+    gov = governor(adapter, tmp_path)
+    done = {"action_id": "dr-done", "kind": "drain", "nodes": ["n3"], "reason": {"text": "fan"}}
+    lost = {"action_id": "dr-lost", "kind": "drain", "nodes": ["n4"], "reason": {"text": "fan"}}
+    for action in (done, lost):
+        gov.ledger.claim(validate_action(action), 0.0, owner, str)
+    cluster.run("scontrol", "update", "NodeName=n3", "State=DRAIN", "Reason=hpcguard dr-done: fan")  # ran, then crash
+    acks = {a.action_id: a for a in gov.reconcile()}
+    assert acks["dr-done"].status == "applied" and acks["dr-lost"].status == "failed"
+    assert "DRAIN" not in cluster.node_line("n4")
+    assert gov.ledger.drained_nodes() == {"n3"}

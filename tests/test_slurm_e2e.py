@@ -66,8 +66,11 @@ def test_predicted_failure_requeues_real_job_off_drained_node(cluster, kafka_set
                        extra=["--adapter", "slurm"], env=env) as w:
         w.produce(w.topics.jobs, [(e["job_id"], {**e, "v": 1}) for e in events])
         w.wait_for(w.topics.node_jobs, lambda r: any(e["job_id"] == job for e in r))
-        t0 = time.time() - 15 * 60  # stream times close to now, as live telemetry would be
-        w.produce(w.topics.samples_ipmi, node_samples(cluster.nodes, t0, 12, node, fail_from_min=8))
+        # stream times around the job's start, as live telemetry would be: the warning's sample time must
+        # fall inside the job's run (the decision joins the job running at that event time)
+        start = next(e.get("start_time") or e["time"] for e in events if e["job_id"] == job and e["event"] == "start")
+        t0 = min(start, time.time()) - 6 * 60
+        w.produce(w.topics.samples_ipmi, node_samples(cluster.nodes, t0, 10, node, fail_from_min=7))
         acks = w.wait_for(w.topics.acks, lambda r: len(r) >= 1, timeout_s=180)
         actions = w.wait_for(w.topics.actions, lambda r: len(r) >= 1)
 

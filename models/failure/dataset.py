@@ -1,22 +1,25 @@
 """Training and evaluation samples of the failure ensemble from a sensor grid.
 
 An *event* is a reference time ``T`` on one node with six feature vectors, one per
-lead ``L`` in 2..7 minutes: the seven statistics of the 4-minute window (16 steps of
-15 s) that ends ``L`` minutes before ``T`` (seed 000 §4.2.3, Fig. 4.4).  For a failure
-event ``T`` is the failure time (label 1); for an ok event ``T`` is a time of healthy
-operation (label 0).  Network ``i`` is trained on column ``i``; the voter on the six
-networks' outputs of the same event.
+lead ``L`` in 2..7 minutes: the feature set (``models.features.FEATURE_SETS``) of the
+node's history ending ``L`` minutes before ``T`` — for the paper's set the 4-minute
+window (16 steps of 15 s), for the site set that window plus its trailing baseline
+(seed 000 §4.2.3, Fig. 4.4).  For a failure event ``T`` is the failure time (label 1);
+for an ok event ``T`` is a time of healthy operation (label 0).  Network ``i`` is
+trained on column ``i``; the voter on the six networks' outputs of the same event.
 
-Healthy reference times are those whose 7+4-minute history and ``T`` itself are not
+Healthy reference times are those whose whole history and ``T`` itself are not
 within ``exclude_before_s`` before a failure of the node and not within
 ``downtime_s`` after one.  Ok events are drawn ``ok_ratio`` per failure (seed 000:
-10:1) without replacement, seeded.
+10:1) without replacement, seeded; *hard negatives* are extra ok events placed on
+benign look-alike anomalies (``look_alikes``), so the networks learn what is not a
+precursor.
 
-Missing samples (NaN) are handled in two steps: the window statistics ignore missing
-samples (``window_features``); a feature that is still NaN (a sensor absent for the
-whole window) is imputed with the training median of that feature, learned by
-``learn_imputation`` and stored with the model.  Events whose windows have fewer than
-``min_present`` present samples overall are dropped.
+Missing samples (NaN): the paper's statistics ignore missing samples; a feature that
+is still NaN (a sensor absent for the whole window) is imputed with the training
+median of that feature (``learn_imputation``, stored with the model).  The site set
+carries explicit missing masks instead.  Events whose 4-minute windows hold fewer than
+``min_present`` of their samples are dropped.
 
 Example
 -------
@@ -36,22 +39,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from hpcguard.models.failure.networks import LEAD_MINUTES
-from hpcguard.models.features import CANONICAL_SENSORS, window_features
-
-WINDOW_STEPS = 16  # 4 minutes of 15 s samples
+from hpcguard.models.features import CANONICAL_SENSORS, FEATURE_SETS, WINDOW_STEPS, FeatureSet
 
 
 @dataclass
 class Events:
-    """``features (N, len(leads), 70)``, ``labels (N,)`` (1 = failure), ``nodes (N,)``, ``times (N,)``."""
+    """``features (N, len(leads), F)``, ``labels (N,)`` (1 = failure), ``nodes (N,)``, ``times (N,)``,
+    ``hard (N,)`` (True for an ok event placed on a benign look-alike anomaly)."""
 
     features: np.ndarray
     labels: np.ndarray
     nodes: np.ndarray
     times: np.ndarray
+    hard: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.hard is None:
+            self.hard = np.zeros(len(self.labels), bool)
 
     def subset(self, idx: np.ndarray) -> "Events":
-        return Events(self.features[idx], self.labels[idx], self.nodes[idx], self.times[idx])
+        return Events(self.features[idx], self.labels[idx], self.nodes[idx], self.times[idx], self.hard[idx])
+
+    @staticmethod
+    def concat(parts: list["Events"]) -> "Events":
+        """One ``Events`` of several (e.g. one per data directory)."""
+        return Events(*(np.concatenate([getattr(p, f) for p in parts])
+                        for f in ("features", "labels", "nodes", "times", "hard")))
 
 
 def _check_grid(values: np.ndarray) -> np.ndarray:
@@ -70,23 +83,27 @@ def lead_offsets(leads: tuple[int, ...], grid_s: float) -> np.ndarray:
 
 
 def event_features(values: np.ndarray, nodes: np.ndarray, ref_steps: np.ndarray, grid_s: float,
-                   leads: tuple[int, ...] = LEAD_MINUTES, window_steps: int = WINDOW_STEPS,
-                   chunk: int = 4096) -> np.ndarray:
-    """``(N, len(leads), S*7)`` features of windows ending ``lead`` before each reference step.
+                   leads: tuple[int, ...] = LEAD_MINUTES, features: FeatureSet = FEATURE_SETS["paper"],
+                   budget: int = 4_000_000) -> np.ndarray:
+    """``(N, len(leads), F)`` features of the histories ending ``lead`` before each reference step.
 
-    A window ending at step ``e`` (exclusive) covers steps ``e − window_steps .. e − 1``.
+    A history ending at step ``e`` (exclusive) covers steps ``e − history_steps .. e − 1``;
+    ``budget`` bounds the samples cut at a time (memory).
     """
     v = _check_grid(values)
+    hist = features.history_steps
     ends = np.asarray(ref_steps, int)[:, None] - lead_offsets(leads, grid_s)[None, :]   # (N, K)
-    if ends.size and (ends.min() < window_steps or ends.max() > v.shape[1]):
+    if ends.size and (ends.min() < hist or ends.max() > v.shape[1]):
         raise ValueError("reference time too close to the start or end of the recording for the windows")
+    n_feat = len(features.statistics) * v.shape[2]
     if ends.shape[0] == 0:
-        return np.zeros((0, len(leads), v.shape[2] * 7))
-    idx = ends[..., None] - window_steps + np.arange(window_steps)                     # (N, K, T)
+        return np.zeros((0, len(leads), n_feat))
+    idx = ends[..., None] - hist + np.arange(hist)                                       # (N, K, T)
     nodes = np.asarray(nodes, int)
-    out = np.empty((len(nodes), len(leads), v.shape[2] * 7))
-    for a in range(0, len(nodes), chunk):  # bounded memory: chunk × K × T × S samples at a time
-        out[a:a + chunk] = window_features(v[nodes[a:a + chunk, None, None], idx[a:a + chunk]])
+    out = np.empty((len(nodes), len(leads), n_feat))
+    chunk = max(1, budget // (len(leads) * hist * v.shape[2]))
+    for a in range(0, len(nodes), chunk):
+        out[a:a + chunk] = features(v[nodes[a:a + chunk, None, None], idx[a:a + chunk]])
     return out
 
 
@@ -104,23 +121,30 @@ def healthy_mask(n_nodes: int, n_steps: int, t0: float, grid_s: float, failure_n
 
 
 def build_events(values: np.ndarray, t0: float, grid_s: float, failure_nodes, failure_times,
-                 leads: tuple[int, ...] = LEAD_MINUTES, window_steps: int = WINDOW_STEPS,
+                 leads: tuple[int, ...] = LEAD_MINUTES, features: FeatureSet = FEATURE_SETS["paper"],
                  ok_ratio: float = 10.0, exclude_before_s: float = 900.0, downtime_s: float = 1800.0,
-                 min_present: float = 0.5, seed: int = 0, max_ok: int | None = None) -> Events:
+                 min_present: float = 0.5, seed: int = 0, max_ok: int | None = None,
+                 look_alikes: tuple | None = None, per_look_alike: int = 3, ok_after: float | None = None) -> Events:
     """Failure events (one per failure) and ``ok_ratio`` ok events per failure.
 
     ``max_ok`` caps the ok events (default ``ok_ratio × failures``); ``ok_ratio=inf``
     with ``max_ok=None`` takes every eligible healthy step (evaluation of fpr).
+    ``look_alikes = (node indices, start times, end times)`` of benign anomalies adds
+    ``per_look_alike`` hard-negative ok events per anomaly, with reference times drawn
+    uniformly in ``[start + 2 min, end + 7 min]`` so that the lead windows overlap it.
+    ``ok_after`` draws ok events only at or after that time (the voter's period of a
+    time-based split).
     """
     v = _check_grid(values)
-    n_nodes, n_steps, _ = v.shape
+    n_nodes, n_steps, n_sensors = v.shape
     fn = np.asarray(failure_nodes, int).ravel()
     ft = np.asarray(failure_times, float).ravel()
     if fn.size != ft.size:
         raise ValueError("failure_nodes and failure_times differ in length")
     if fn.size and (fn.min() < 0 or fn.max() >= n_nodes):
         raise ValueError(f"failure node index outside 0..{n_nodes - 1}")
-    history = int(lead_offsets(leads, grid_s).max()) + window_steps
+    offsets = lead_offsets(leads, grid_s)
+    history = int(offsets.max()) + features.history_steps
     f_steps = np.floor((ft - t0) / grid_s).astype(int)
     usable = (f_steps >= history) & (f_steps <= n_steps)
     fn, ft, f_steps = fn[usable], ft[usable], f_steps[usable]
@@ -130,6 +154,8 @@ def build_events(values: np.ndarray, t0: float, grid_s: float, failure_nodes, fa
     run = np.cumsum(np.pad(~healthy, ((0, 0), (1, 0))), axis=1)   # unhealthy steps before index
     steps = np.arange(history, n_steps)
     clean = (run[:, steps + 1] - run[:, steps - history]) == 0   # (nodes, candidate steps)
+    if ok_after is not None:
+        clean = clean & (t0 + steps * grid_s >= ok_after)[None, :]
     cand_nodes, cand_idx = np.nonzero(clean)
     cand_steps = steps[cand_idx]
     rng = np.random.default_rng(seed)
@@ -137,16 +163,31 @@ def build_events(values: np.ndarray, t0: float, grid_s: float, failure_nodes, fa
     if np.isfinite(want) and want < cand_steps.size:
         pick = rng.choice(cand_steps.size, size=int(round(want)), replace=False)
         cand_nodes, cand_steps = cand_nodes[pick], cand_steps[pick]
+    hard_nodes, hard_steps = np.zeros(0, int), np.zeros(0, int)
+    if look_alikes is not None and len(look_alikes[0]):
+        an, a0, a1 = (np.asarray(a) for a in look_alikes)
+        an = np.repeat(an.astype(int), per_look_alike)
+        lo = np.repeat(a0.astype(float) + 120.0, per_look_alike)
+        hi = np.repeat(np.maximum(a1.astype(float), a0.astype(float)) + 420.0, per_look_alike)
+        hs = np.floor((lo + rng.random(lo.size) * (hi - lo) - t0) / grid_s).astype(int)
+        inside = (an >= 0) & (an < n_nodes) & (hs >= history) & (hs < n_steps)
+        an, hs = an[inside], hs[inside]
+        ok = clean[an, hs - history]
+        hard_nodes, hard_steps = an[ok], hs[ok]
 
-    nodes = np.concatenate([fn, cand_nodes]).astype(int)
-    ref = np.concatenate([f_steps, cand_steps]).astype(int)
-    labels = np.concatenate([np.ones(len(fn), np.int8), np.zeros(len(cand_steps), np.int8)])
-    feats = event_features(v, nodes, ref, grid_s, leads, window_steps)
-    # drop events whose windows are mostly missing
-    present = (~np.isnan(feats.reshape(len(feats), len(leads), -1, 7)[..., 0])).mean(axis=(1, 2)) if len(feats) \
-        else np.zeros(0)
+    nodes = np.concatenate([fn, cand_nodes, hard_nodes]).astype(int)
+    ref = np.concatenate([f_steps, cand_steps, hard_steps]).astype(int)
+    labels = np.concatenate([np.ones(len(fn), np.int8), np.zeros(len(cand_steps) + len(hard_steps), np.int8)])
+    hard = np.concatenate([np.zeros(len(fn) + len(cand_steps), bool), np.ones(len(hard_steps), bool)])
+    # drop events whose 4-minute windows are mostly missing (counted from the grid, any feature set)
+    seen = np.pad(np.cumsum((~np.isnan(v)).sum(axis=2), axis=1), ((0, 0), (1, 0)))   # (nodes, steps + 1)
+    ends = ref[:, None] - offsets[None, :]
+    present = (seen[nodes[:, None], ends] - seen[nodes[:, None], ends - WINDOW_STEPS]).mean(axis=1) \
+        / (WINDOW_STEPS * n_sensors) if len(ref) else np.zeros(0)
     keep = present >= min_present
-    return Events(feats[keep], labels[keep], nodes[keep], (t0 + ref * grid_s)[keep])
+    nodes, ref, labels, hard = nodes[keep], ref[keep], labels[keep], hard[keep]
+    feats = event_features(v, nodes, ref, grid_s, leads, features)
+    return Events(feats, labels, nodes, t0 + ref * grid_s, hard)
 
 
 def learn_imputation(features: np.ndarray) -> np.ndarray:

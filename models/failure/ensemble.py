@@ -41,7 +41,7 @@ from hpcguard.models.failure.dataset import WINDOW_STEPS, impute
 from hpcguard.models.failure.networks import (N_INPUTS, LeadNetwork, make_networks,
                                               stacked_failure_probabilities)
 from hpcguard.models.failure.voting import LstmVoter, unanimous_vote
-from hpcguard.models.features import CANONICAL_SENSORS, STATISTICS
+from hpcguard.models.features import CANONICAL_SENSORS, feature_set
 
 MODEL_KIND = "hpcguard-failure-ensemble"
 FORMAT_VERSION = 1
@@ -67,13 +67,19 @@ class FailureEnsemble:
         LSTM decision threshold (vote probability ≥ threshold warns).
     vote
         ``"lstm"`` (default) or ``"unanimous"`` (all of the first ``n_unanimous`` networks).
+    features
+        Name of the feature set (``models.features.FEATURE_SETS``) the networks read.
+    persistence
+        Online only (:meth:`predict_windows`): warn when the vote fires on each of the
+        last ``persistence`` steps' histories — still a function of the node's own
+        history, so ``history_steps`` grows by ``persistence − 1``.
     """
 
     def __init__(self, nets: list[LeadNetwork], voter: LstmVoter, medians: np.ndarray, mean: np.ndarray,
                  std: np.ndarray, threshold: float = 0.5, vote: str = "lstm", n_unanimous: int = 6,
                  net_threshold: float = 0.5, grid_s: float = 15.0, window_steps: int = WINDOW_STEPS,
                  sensors: tuple[str, ...] = CANONICAL_SENSORS, version: str = "untrained",
-                 info: dict[str, Any] | None = None):
+                 info: dict[str, Any] | None = None, features: str = "paper", persistence: int = 1):
         if vote not in ("lstm", "unanimous"):
             raise ValueError(f"vote must be 'lstm' or 'unanimous', got {vote!r}")
         self.nets = nets
@@ -92,6 +98,15 @@ class FailureEnsemble:
         self.sensors = tuple(sensors)
         self.version = version
         self.info = dict(info or {})
+        self.feature_set = feature_set(features)
+        if persistence < 1:
+            raise ValueError(f"persistence must be >= 1, got {persistence}")
+        self.persistence = int(persistence)
+
+    @property
+    def history_steps(self) -> int:
+        """Grid steps of a node's own history one online prediction needs."""
+        return self.feature_set.history_steps + self.persistence - 1
 
     @property
     def vote_name(self) -> str:
@@ -106,8 +121,8 @@ class FailureEnsemble:
     def normalise(self, features: np.ndarray) -> np.ndarray:
         """Impute missing features with training medians, then z-score with training stats."""
         f = np.asarray(features, dtype=float)
-        if f.shape[-1] != N_INPUTS or f.ndim not in (2, 3):
-            raise ValueError(f"features must be (N, {N_INPUTS}) or (N, {len(self.nets)}, {N_INPUTS}), "
+        if f.shape[-1] != self.mean.size or f.ndim not in (2, 3):
+            raise ValueError(f"features must be (N, {self.mean.size}) or (N, {len(self.nets)}, {self.mean.size}), "
                              f"got shape {f.shape}")
         if np.isnan(f).any():
             f = impute(f, self.medians)
@@ -143,6 +158,28 @@ class FailureEnsemble:
         lead = np.where(np.isinf(lead), leads.min(), lead)
         return EnsembleOutput(probs, vote_p, warn, lead)
 
+    def predict_windows(self, windows: np.ndarray) -> EnsembleOutput:
+        """Online prediction from ``(N, history_steps, S)`` node histories (NaN = missing).
+
+        With ``persistence = p`` the vote must fire on each of the last ``p`` histories;
+        the returned probabilities are those of the latest one.  A history that holds a
+        step with no sensor at all (the node was down or restarting within it) never
+        warns: the features would compare a reboot with the node's running state.
+        """
+        w = np.asarray(windows, dtype=float)
+        if w.ndim != 3 or w.shape[1] != self.history_steps:
+            raise ValueError(f"windows must be (N, {self.history_steps}, {len(self.sensors)}), got shape {w.shape}")
+        h = self.feature_set.history_steps
+        out = self.predict_batch(self.feature_set(w[:, w.shape[1] - h:]))
+        warn = out.warn
+        for back in range(1, self.persistence):   # earlier histories, latest first
+            if not warn.any():
+                break
+            earlier = self.predict_batch(self.feature_set(w[:, w.shape[1] - h - back:w.shape[1] - back]))
+            warn = warn & earlier.warn
+        node_down = np.isnan(w).all(axis=2).any(axis=1)
+        return out._replace(warn=warn & ~node_down)
+
     # -- state -----------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         """Plain-dict state: ``config`` (JSON-able) and ``weights`` (torch state dicts)."""
@@ -150,12 +187,14 @@ class FailureEnsemble:
             "kind": MODEL_KIND, "format_version": FORMAT_VERSION, "version": self.version,
             "leads_minutes": list(self.leads), "sequence": list(self.sequence),
             "grid_s": self.grid_s, "window_steps": self.window_steps,
+            "features": self.feature_set.name, "history_steps": self.history_steps,
+            "persistence": self.persistence, "feature_names": list(self.feature_set.feature_names),
             "window_s": self.grid_s * self.window_steps, "sensors": list(self.sensors),
-            "statistics": list(STATISTICS), "vote": self.vote, "n_unanimous": self.n_unanimous,
+            "statistics": list(self.feature_set.statistics), "vote": self.vote, "n_unanimous": self.n_unanimous,
             "net_threshold": self.net_threshold, "lstm_threshold": self.threshold,
             "imputation_medians": self.medians.tolist(), "norm_mean": self.mean.tolist(),
             "norm_std": self.std.tolist(), "info": self.info,
-            "architecture": {"network": "70-52tanh-2softmax", "voter": "LSTM(1 input x 6 steps, 4 hidden)-2"},
+            "architecture": {"network": f"{self.mean.size}-52tanh-2softmax", "voter": "LSTM(1 input x 6 steps, 4 hidden)-2"},
         }
         weights = {"nets": [n.state_dict() for n in self.nets], "voter": self.voter.state_dict()}
         return {"config": config, "weights": weights}
@@ -166,7 +205,8 @@ class FailureEnsemble:
             config, weights = state["config"], state["weights"]
             if config.get("kind") != MODEL_KIND:
                 raise ValueError(f"not a failure-ensemble state (kind={config.get('kind')!r})")
-            nets = [LeadNetwork(lead) for lead in config["leads_minutes"]]
+            n_inputs = len(config["norm_mean"])
+            nets = [LeadNetwork(lead, n_inputs=n_inputs) for lead in config["leads_minutes"]]
             for net, sd in zip(nets, weights["nets"], strict=True):
                 net.load_state_dict(sd)
             voter = LstmVoter()
@@ -175,6 +215,7 @@ class FailureEnsemble:
                        np.asarray(config["norm_std"]), threshold=config["lstm_threshold"], vote=config["vote"],
                        n_unanimous=config["n_unanimous"], net_threshold=config["net_threshold"],
                        grid_s=config["grid_s"], window_steps=config["window_steps"],
-                       sensors=tuple(config["sensors"]), version=config["version"], info=config.get("info"))
+                       sensors=tuple(config["sensors"]), version=config["version"], info=config.get("info"),
+                       features=config.get("features", "paper"), persistence=config.get("persistence", 1))
         except (KeyError, TypeError, RuntimeError) as exc:
             raise ValueError(f"invalid failure-ensemble state: {exc}") from exc

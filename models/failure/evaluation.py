@@ -4,8 +4,9 @@
 of Tab. 4.1 (tpr, ppv, fpr, UC(1024)) plus the node counts where UC crosses 5 %,
 30 % and 50 % (Fig. 4.12).  ``ensemble_rows`` produces the ensemble's rows:
 unanimous voting over 1, 2, 4 and 6 networks, the LSTM vote and a single network.
-``online_scan`` runs the ensemble the way the node agent does — every node, every
-15 s step, all networks on the latest window — and returns its warnings.
+``online_scan`` runs a predictor the way the node agent does — every node, every
+15 s step (or every ``stride`` steps), through the predictor's own ``predict`` on the
+node's history — and ``online_summary`` scores its warnings as an operator sees them.
 
 Example
 -------
@@ -16,13 +17,13 @@ Example
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from hpcguard.models.failure.dataset import WINDOW_STEPS, stream_windows
-from hpcguard.models.features import window_features
+from hpcguard.models.features import WINDOW_STEPS
 from hpcguard.models.metrics import rates, uc_crossing, uc_probability
+from hpcguard.models.warning_eval import score_warnings
 
 UC_LEVELS: tuple[float, ...] = (0.05, 0.30, 0.50)
 
@@ -57,51 +58,67 @@ def ensemble_rows(ensemble, features: np.ndarray, labels: np.ndarray, p_ok: floa
     return rows, {"network_probabilities": out.network_probabilities, "vote_probability": out.vote_probability}
 
 
-def online_scan(ensemble, values: np.ndarray, t0: float, grid_s: float,
-                window_steps: int = WINDOW_STEPS) -> dict[str, np.ndarray]:
-    """Warnings of the ensemble evaluated at every step of every node (online use).
+def online_scan(predict: Callable[[list[str], np.ndarray], Sequence[Any]], values: np.ndarray, t0: float,
+                grid_s: float, history_steps: int, stride: int = 1, chunk: int = 4096,
+                nodes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Warnings of a predictor evaluated on every node's history, every ``stride`` steps.
 
-    Returns ``node`` and ``time`` (end of the window) of each warning, and the warning
-    flag for every (node, step) as ``warn (nodes, windows)`` with ``window_end_time``.
-    Windows with no sample at all are not evaluated (node down).
+    ``predict(nodes, windows (n, history_steps, S))`` is the streaming worker's predictor
+    call (its results carry ``warn``), so the offline scan and the worker run one
+    implementation.  A history ending at step ``e`` (exclusive) is available at
+    ``t0 + e·grid_s``.  Histories whose last 4 minutes hold no sample (node down) are
+    not evaluated.  Returns ``warn (nodes, evaluated ends)``, ``window_end_time`` and the
+    ``node``/``time`` of each warning.
     """
     v = np.asarray(values, dtype=float)
-    n_nodes = v.shape[0]
-    views = stream_windows(v, window_steps)                       # (nodes, W, T, S)
-    n_win = views.shape[1]
-    warn = np.zeros((n_nodes, n_win), bool)
-    for n in range(n_nodes):                                      # one batch per node keeps memory bounded
-        alive = ~np.isnan(views[n]).all(axis=(1, 2))
-        if not alive.any():
-            continue
-        feats = window_features(views[n][alive])
-        warn[n, np.flatnonzero(alive)] = ensemble.predict_batch(feats).warn
-    end_time = t0 + (np.arange(n_win) + window_steps) * grid_s
-    nodes, idx = np.nonzero(warn)
-    return {"warn": warn, "window_end_time": end_time, "node": nodes, "time": end_time[idx]}
+    n_nodes, n_steps, _ = v.shape
+    if stride < 1:
+        raise ValueError(f"stride must be >= 1, got {stride}")
+    names = [str(n) for n in (nodes if nodes is not None else range(n_nodes))]
+    ends = np.arange(history_steps, n_steps + 1, stride)
+    warn = np.zeros((n_nodes, ends.size), bool)
+    for n in range(n_nodes):                                      # one node at a time keeps memory bounded
+        views = np.lib.stride_tricks.sliding_window_view(v[n], history_steps, axis=0)   # (W, S, T)
+        alive = np.flatnonzero(~np.isnan(views[ends - history_steps, :, -WINDOW_STEPS:]).all(axis=(1, 2)))
+        for a in range(0, alive.size, chunk):
+            idx = alive[a:a + chunk]
+            windows = views[ends[idx] - history_steps].transpose(0, 2, 1)
+            verdicts = predict([names[n]] * idx.size, windows)
+            warn[n, idx] = [vd.warn for vd in verdicts]
+    end_time = t0 + ends * grid_s
+    node_idx, k = np.nonzero(warn)
+    return {"warn": warn, "window_end_time": end_time, "node": node_idx, "time": end_time[k]}
 
 
 def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failure_times: np.ndarray,
-                   healthy: np.ndarray, horizon_s: float = 900.0, min_lead_s: float = 120.0) -> dict[str, Any]:
-    """Per-step fpr on healthy steps, failures warned within ``horizon_s`` and their lead times.
+                   healthy: np.ndarray, t0: float, grid_s: float, precursor: np.ndarray | None = None,
+                   horizon_s: float = 900.0, min_lead_s: float = 120.0, gap_s: float = 600.0) -> dict[str, Any]:
+    """What an operator would see: failures warned (≥ ``min_lead_s`` ahead), false-alarm episodes
+    per 100 node-days, median lead, and the per-evaluation fpr on healthy steps.
 
-    ``healthy (nodes, steps)`` marks healthy steps (``dataset.healthy_mask``); a window
-    counts as healthy when the step it ends on is healthy.
+    ``healthy (nodes, steps)`` marks healthy steps (``dataset.healthy_mask``); an evaluation
+    counts as healthy when the last step of its history is healthy.  ``precursor`` flags
+    the failures that had a precursor (scored separately).  Warning episodes and false
+    alarms follow :func:`hpcguard.models.warning_eval.score_warnings`.
     """
     warn, end_time = scan["warn"], scan["window_end_time"]
-    n_win = warn.shape[1]
-    steps_total = healthy.shape[1]
-    h = healthy[:, steps_total - n_win:]
-    fp_steps = int((warn & h).sum())
-    leads = []
-    for node, t in zip(np.asarray(failure_nodes, int), np.asarray(failure_times, float)):
-        hit = warn[node] & (end_time >= t - horizon_s) & (end_time <= t)
-        if hit.any():
-            leads.append(float(t - end_time[np.flatnonzero(hit)[0]]))
-    leads_arr = np.asarray(leads)
-    n_fail = int(len(failure_times))
-    return {"healthy_steps": int(h.sum()), "false_positive_steps": fp_steps,
-            "fpr_per_step": fp_steps / max(int(h.sum()), 1), "failures": n_fail, "warned": int(leads_arr.size),
-            "recall": leads_arr.size / n_fail if n_fail else float("nan"),
-            "warned_at_least_2min": float((leads_arr >= min_lead_s).mean()) if leads_arr.size else float("nan"),
-            "median_lead_minutes": float(np.median(leads_arr) / 60) if leads_arr.size else float("nan")}
+    n_nodes, n_steps = healthy.shape
+    last_step = np.round((end_time - t0) / grid_s).astype(int) - 1
+    h = healthy[:, last_step]
+    fp = int((warn & h).sum())
+    fn_ = np.asarray(failure_nodes, int)
+    ft = np.asarray(failure_times, float)
+    scores = score_warnings(scan["node"].astype(str), scan["time"], fn_.astype(str), ft, horizon_s, gap_s,
+                            per_failure=True)
+    lead = np.asarray(scores["per_failure_lead_minutes"], float)        # NaN = not warned
+    early = lead >= min_lead_s / 60.0
+    pre = np.ones(ft.size, bool) if precursor is None else np.asarray(precursor, bool)
+    node_days = n_nodes * n_steps * grid_s / 86400.0
+    return {"evaluations": int(warn.size), "healthy_evaluations": int(h.sum()), "false_positive_evaluations": fp,
+            "fpr_per_step": fp / max(int(h.sum()), 1), "failures": int(ft.size), "warned": int((~np.isnan(lead)).sum()),
+            "warned_2min": int(early.sum()), "warned_2min_share": float(early.mean()) if ft.size else float("nan"),
+            "precursor_failures": int(pre.sum()), "precursor_warned_2min": int(early[pre].sum()),
+            "precursor_warned_2min_share": float(early[pre].mean()) if pre.any() else float("nan"),
+            "false_alarm_episodes": scores["false_alarms"], "node_days": node_days,
+            "false_alarms_per_100_node_days": 100.0 * scores["false_alarms"] / node_days if node_days else float("nan"),
+            "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan")}

@@ -8,10 +8,13 @@
   the splits are reported.
 * Imputation medians and normalisation statistics are learned on the networks'
   training events only (all lead columns pooled).
-* The LSTM voter is trained on the networks' outputs for events the networks never
-  saw (``voter_fraction`` of the events, plus optional extra healthy ``calibration``
-  events from the same training recording), split 60/40 into train/validation; its
-  threshold is chosen on the validation ROC (``choose_threshold``).
+* Time-based split: the networks learn from the events before the
+  ``1 − voter_fraction`` time quantile; the LSTM voter from the networks' outputs on
+  the later events (plus optional extra healthy ``calibration`` events of the same
+  period), split again in time: its threshold is chosen on the validation ROC of the
+  latest events (``choose_threshold``), and the report gives the number of validation
+  failures with a Wilson 95 % interval of the chosen tpr — a threshold is only as good
+  as the failures it was chosen on.
 
 Everything is seeded; ``torch.set_num_threads(1)`` keeps it polite on shared CPUs.
 
@@ -22,7 +25,8 @@ Example
 >>> rng = np.random.default_rng(0)
 >>> y = (np.arange(330) < 30).astype(np.int8)
 >>> X = rng.normal(size=(330, 6, 70)) + 2.0 * y[:, None, None]
->>> ens, report = train_ensemble(Events(X, y, np.zeros(330, int), np.zeros(330)), seed=0, max_epochs=60)
+>>> ens, report = train_ensemble(Events(X, y, np.zeros(330, int), rng.permutation(330) * 15.0),
+...                              seed=0, max_epochs=60)
 >>> float(ens.predict_batch(X[y == 1]).network_probabilities.mean()) > 0.5
 True
 """
@@ -38,7 +42,7 @@ from hpcguard.models.failure.dataset import Events, impute, learn_imputation
 from hpcguard.models.failure.ensemble import FailureEnsemble
 from hpcguard.models.failure.networks import LeadNetwork
 from hpcguard.models.failure.voting import LstmVoter, choose_threshold
-from hpcguard.models.metrics import rates
+from hpcguard.models.metrics import rates, wilson_interval
 
 
 def stratified_split(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +94,7 @@ def train_network(x: np.ndarray, y: np.ndarray, lead: int, seed: int = 0, mc_spl
     for split in range(mc_splits):
         tr, va = stratified_split(y, val_fraction, rng)
         torch.manual_seed(seed * 7919 + split)
-        net = LeadNetwork(lead)
+        net = LeadNetwork(lead, n_inputs=x.shape[1])
         xt, xv = (torch.as_tensor(x[i], dtype=torch.float32) for i in (tr, va))
         yt, yv = (torch.as_tensor(y[i], dtype=torch.long) for i in (tr, va))
         _, loss, epoch = _fit(net, net.forward, xt, yt, xv, yv, None, max_epochs, patience, lr, weight_decay)
@@ -105,13 +109,36 @@ def train_network(x: np.ndarray, y: np.ndarray, lead: int, seed: int = 0, mc_spl
     return best_net, summary
 
 
-def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fraction: float = 0.4,
+def time_split(labels: np.ndarray, times: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (earlier, later): ``later`` holds the events at or after the time by which
+    ``1 − fraction`` of the failures have happened (so both parts see failures).
+
+    >>> time_split(np.array([1, 0, 1, 0, 1, 0]), np.array([1., 2., 3., 4., 5., 6.]), 0.34)
+    (array([0, 1, 2, 3]), array([4, 5]))
+    """
+    y, t = np.asarray(labels), np.asarray(times, float)
+    ft = np.sort(t[y == 1])
+    if ft.size < 2:
+        raise ValueError(f"a time-based split needs at least 2 failures, got {ft.size}")
+    k = min(max(int(round((1 - fraction) * ft.size)), 1), ft.size - 1)
+    cut = ft[k]
+    return np.flatnonzero(t < cut), np.flatnonzero(t >= cut)
+
+
+def voter_period_start(events: Events, fraction: float = 0.35) -> float:
+    """Time from which a time-based split gives events to the voter (draw calibration events there)."""
+    return float(events.times[time_split(events.labels, events.times, fraction)[1]].min())
+
+
+def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fraction: float = 0.5,
                 target_fpr: float | None = None, max_epochs: int = 400, patience: int = 40,
-                lr: float = 0.02) -> tuple[LstmVoter, dict[str, Any]]:
-    """LSTM voter on ``(N, 6)`` network probabilities in vote order; 60/40 train/validation;
-    class-balanced loss; threshold chosen on the validation ROC."""
+                lr: float = 0.02, times: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
+    """LSTM voter on ``(N, 6)`` network probabilities in vote order; train/validation split by
+    time when ``times`` is given (else stratified random); class-balanced loss; threshold chosen
+    on the validation ROC, reported with the validation failures and a Wilson 95 % interval."""
     rng = np.random.default_rng(seed + 1)
-    tr, va = stratified_split(y, val_fraction, rng)
+    tr, va = (time_split(y, times, val_fraction) if times is not None
+              else stratified_split(y, val_fraction, rng))
     torch.manual_seed(seed * 7919 + 101)
     voter = LstmVoter()
     x = torch.as_tensor(net_probs_seq, dtype=torch.float32)
@@ -122,49 +149,78 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     with torch.no_grad():
         scores = voter.failure_probability(x[va]).numpy()
     chosen = choose_threshold(y[va], scores, target_fpr)
+    k_fail, n_fail = int((scores[y[va] == 1] >= chosen["threshold"]).sum()), int(y[va].sum())
+    k_ok, n_ok = int((scores[y[va] == 0] >= chosen["threshold"]).sum()), int((y[va] == 0).sum())
     return voter, {"val_loss": loss, "epochs": epoch + 1, "train": int(tr.size), "validation": int(va.size),
-                   "validation_failures": int(y[va].sum()), **chosen}
+                   "validation_failures": n_fail, "validation_ok": n_ok, "split": "time" if times is not None
+                   else "stratified", "tpr_ci95": list(wilson_interval(k_fail, n_fail)),
+                   "fpr_ci95": list(wilson_interval(k_ok, n_ok)), **chosen}
 
 
-def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = None, voter_fraction: float = 0.3,
+def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = None, voter_fraction: float = 0.35,
                    mc_splits: int = 3, target_fpr: float | None = None, max_epochs: int = 300,
-                   progress: Callable[[str], None] | None = None, **info: Any) -> tuple[FailureEnsemble, dict]:
-    """Train the six networks and the LSTM voter; returns the ensemble and a training report."""
+                   progress: Callable[[str], None] | None = None, split: str = "time",
+                   augment: Events | None = None, **info: Any) -> tuple[FailureEnsemble, dict]:
+    """Train the six networks and the LSTM voter; returns the ensemble and a training report.
+
+    ``split="time"`` (default) splits networks/voter and voter train/validation by event
+    time; ``"stratified"`` draws random stratified splits.  ``augment`` adds events to the
+    networks' training set only (those of the networks' period with a time split), e.g.
+    failure events shifted a few steps earlier: the voter and its threshold see distinct
+    failures only (an augmented event's ``time`` is that of the failure it copies).
+    ``info`` may carry ``grid_s``, ``window_steps``, ``features`` and
+    ``persistence`` for the ensemble.
+    """
     torch.set_num_threads(1)
     y = np.asarray(events.labels).astype(np.int64)
     if y.sum() < 4 or (y == 0).sum() < 4:
         raise ValueError(f"too few events to train: {int(y.sum())} failures, {int((y == 0).sum())} ok")
+    if split not in ("time", "stratified"):
+        raise ValueError(f"split must be 'time' or 'stratified', got {split!r}")
     rng = np.random.default_rng(seed)
-    net_idx, vote_idx = stratified_split(y, voter_fraction, rng)
-    train_feats = events.features[net_idx]
+    net_idx, vote_idx = (time_split(y, events.times, voter_fraction) if split == "time"
+                         else stratified_split(y, voter_fraction, rng))
+    if y[net_idx].sum() < 2 or y[vote_idx].sum() < 2:
+        raise ValueError(f"too few failures to split: {int(y[net_idx].sum())} for the networks, "
+                         f"{int(y[vote_idx].sum())} for the voter")
+    options = {k: v for k, v in info.items() if k in ("grid_s", "window_steps", "features", "persistence")}
+    train_feats, train_y = events.features[net_idx], y[net_idx]
+    if augment is not None and len(augment.labels):
+        keep = np.flatnonzero(augment.times < events.times[vote_idx].min()) if split == "time" \
+            else np.arange(len(augment.labels))
+        train_feats = np.concatenate([train_feats, augment.features[keep]])
+        train_y = np.concatenate([train_y, np.asarray(augment.labels[keep], np.int64)])
     medians = learn_imputation(train_feats)
     filled = impute(train_feats, medians).reshape(-1, train_feats.shape[-1])
     mean, std = filled.mean(axis=0), filled.std(axis=0)
     std = np.where(std < 1e-9, 1.0, std)
-    ens = FailureEnsemble([], LstmVoter(), medians, mean, std, **{k: v for k, v in info.items()
-                                                                  if k in ("grid_s", "window_steps")})
-    x_all = ens.normalise(events.features)
+    ens = FailureEnsemble([], LstmVoter(), medians, mean, std, **options)
+    x_net = ens.normalise(train_feats)
     nets, net_reports = [], []
     for i, lead in enumerate((2, 3, 4, 5, 6, 7)[: events.features.shape[1]]):
         if progress:
             progress(f"network {lead} min")
-        net, rep = train_network(x_all[net_idx, i], y[net_idx], lead, seed=seed * 100 + i, mc_splits=mc_splits,
+        net, rep = train_network(x_net[:, i], train_y, lead, seed=seed * 100 + i, mc_splits=mc_splits,
                                  max_epochs=max_epochs)
         nets.append(net)
         net_reports.append(rep)
-    ens = FailureEnsemble(nets, LstmVoter(), medians, mean, std, **{k: v for k, v in info.items()
-                                                                    if k in ("grid_s", "window_steps")})
-    voter_feats, voter_y = events.features[vote_idx], y[vote_idx]
+    ens = FailureEnsemble(nets, LstmVoter(), medians, mean, std, **options)
+    voter_feats, voter_y, voter_t = events.features[vote_idx], y[vote_idx], events.times[vote_idx]
     if calibration is not None and len(calibration.labels):
-        voter_feats = np.concatenate([voter_feats, calibration.features])
-        voter_y = np.concatenate([voter_y, np.asarray(calibration.labels, np.int64)])
+        later = np.flatnonzero(calibration.times >= voter_t.min()) if split == "time" \
+            else np.arange(len(calibration.labels))
+        voter_feats = np.concatenate([voter_feats, calibration.features[later]])
+        voter_y = np.concatenate([voter_y, np.asarray(calibration.labels[later], np.int64)])
+        voter_t = np.concatenate([voter_t, calibration.times[later]])
     if progress:
         progress("LSTM voter")
     probs = ens.network_probabilities(voter_feats)
-    voter, voter_report = train_voter(probs[:, list(ens.sequence)], voter_y, seed=seed, target_fpr=target_fpr)
+    voter, voter_report = train_voter(probs[:, list(ens.sequence)], voter_y, seed=seed, target_fpr=target_fpr,
+                                      times=voter_t if split == "time" else None)
     ens.voter = voter
     ens.threshold = voter_report["threshold"]
-    report = {"seed": seed, "events": int(y.size), "failures": int(y.sum()), "network_events": int(net_idx.size),
+    report = {"seed": seed, "events": int(y.size), "failures": int(y.sum()), "network_events": int(train_y.size),
+              "network_failure_events": int(train_y.sum()),
               "voter_events": int(voter_y.size), "voter_failures": int(voter_y.sum()),
               "networks": net_reports, "voter": voter_report}
     ens.info = {"training": report}

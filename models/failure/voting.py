@@ -78,7 +78,8 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None) -> dict[st
     ``target_fpr=None`` follows seed 000 (Fig. 4.11c): among the ROC points at the lowest
     false-positive step (the smallest non-zero fpr; fpr = 0 points included) take the
     one with the highest tpr — on ties the lower fpr.  With a ``target_fpr`` the highest
-    tpr among points with fpr ≤ target is taken.  A sample is positive when
+    tpr among points with fpr ≤ target is taken (``target_met``); when the validation set
+    cannot resolve the target, the strictest finite threshold (``target_met`` false).  A sample is positive when
     ``score >= threshold``.
 
     >>> y = [0, 0, 0, 0, 1, 1, 1]
@@ -100,9 +101,12 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None) -> dict[st
             raise ValueError(f"target_fpr must be in [0, 1], got {target_fpr}")
         limit = float(target_fpr)
     ok = finite & (fpr <= limit + 1e-15)
-    if not ok.any():
-        raise ValueError(f"no ROC point with fpr <= {limit}")
+    met = bool(ok.any())
+    if not met:  # too few healthy validation events for the target: take the strictest finite threshold
+        if not finite.any():
+            raise ValueError("no finite ROC threshold (empty validation scores)")
+        ok = finite & (fpr <= fpr[finite].min() + 1e-15)
     idx = np.flatnonzero(ok)
     best = idx[np.lexsort((fpr[idx], -tpr[idx]))[0]]
     return {"threshold": float(thr[best]), "tpr": float(tpr[best]), "fpr": float(fpr[best]),
-            "auc": curve["auc"], "target_fpr": target_fpr}
+            "auc": curve["auc"], "target_fpr": target_fpr, "target_met": met}

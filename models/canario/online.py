@@ -1,0 +1,198 @@
+"""CanarIO's online state (seed 004), fed by event time: system IO windows, probes,
+late labels, the detector, job sensitivity and the Fig. 5.1 decisions.
+
+* :class:`SystemIoWindows` — sums the nodes' 1 s IO rates into the system aggregate and
+  closes 1-minute observation windows once the IO watermark passes them.  The
+  watermark is the slowest live node's newest sample time minus ``lateness_s``; a node
+  is idle after ``idle_s`` of processing time (the caller's ``now``) without a sample.
+  Samples for closed windows are counted as late and returned, never used silently.
+* :class:`CanarioState` — probe tracking, late window labels, the online detector, the
+  job-sensitivity classifier (scores cached per job at submit) and the decisions; the
+  running jobs and the queue at a window's end come from the job timeline
+  (``models.jobs.JobTimeline``), so they are those of the window's event time.
+
+Example
+-------
+>>> import numpy as np
+>>> w = SystemIoWindows(lateness_s=0)
+>>> closed, late = w.add_many(["n1"] * 61, np.arange(61.0), np.full(61, 1e9), np.full(61, 2e9))
+>>> [(end, round(f["read_mean"])) for end, f in closed], late
+([(60.0, 1000000000)], [])
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from hpcguard.models.canario.decisions import io_aware_actions
+from hpcguard.models.canario.detector import WINDOW_S, IoDegradationDetector, LateLabeler
+from hpcguard.models.canario.prionn import JobSensitivityClassifier
+from hpcguard.models.canario.probes import ProbeTracker
+from hpcguard.models.features import io_window_features
+
+
+class SystemIoWindows:
+    """System-aggregate 1 s read/write rates → closed 1-minute windows with their features."""
+
+    def __init__(self, window_s: float = WINDOW_S, lateness_s: float = 5.0, idle_s: float = 60.0) -> None:
+        self.window_s = window_s
+        self.lateness_s = lateness_s
+        self.idle_s = idle_s
+        self._seconds: dict[int, list[float]] = {}
+        self._clock: dict[str, float] = {}  # node -> newest sample time
+        self._seen: dict[str, float] = {}  # node -> processing time of its last sample
+        self._closed_until = -math.inf
+        self.late_samples = 0
+
+    def add_many(self, nodes: Sequence[str], times: np.ndarray, reads: np.ndarray, writes: np.ndarray,
+                 now: float | None = None) -> tuple[list[tuple[float, dict]], list[int]]:
+        """Add a batch of node rates; return the windows it closed and the indices of late samples."""
+        times, reads, writes = (np.asarray(a, dtype=float) for a in (times, reads, writes))
+        if not (np.isfinite(times).all() and np.isfinite(reads).all() and np.isfinite(writes).all()):
+            raise ValueError("non-finite IO sample in the batch")
+        late = times < self._closed_before(list(nodes), times, now)
+        secs = np.floor(times[~late]).astype(np.int64)
+        uniq, inv = np.unique(secs, return_inverse=True)
+        r_sum = np.bincount(inv, weights=reads[~late], minlength=uniq.size)
+        w_sum = np.bincount(inv, weights=writes[~late], minlength=uniq.size)
+        for s, r, w in zip(uniq.tolist(), r_sum.tolist(), w_sum.tolist()):
+            acc = self._seconds.setdefault(s, [0.0, 0.0])
+            acc[0] += r
+            acc[1] += w
+        for node, t in zip(nodes, times.tolist()):
+            if t > self._clock.get(node, -math.inf):
+                self._clock[node] = t
+            if now is not None:
+                self._seen[node] = now
+        self.late_samples += int(late.sum())
+        return self._close(now), np.flatnonzero(late).tolist()
+
+    def _closed_before(self, nodes: list[str], times: np.ndarray, now: float | None) -> np.ndarray:
+        """Per sample, where the closed windows end when it arrives (as if the batch came one by one)."""
+        uniq, inv = np.unique(np.asarray(nodes, dtype=object), return_inverse=True)
+        clocks = np.full((uniq.size, times.size), -np.inf)
+        clocks[inv, np.arange(times.size)] = times
+        clocks[:, 0] = np.maximum(clocks[:, 0], [self._clock.get(u, -np.inf) for u in uniq])
+        running = np.maximum.accumulate(clocks, axis=1)
+        running[running == -np.inf] = np.inf  # a node not heard from yet does not hold the watermark
+        in_batch = set(uniq.tolist())
+        others = [t for n, t in self._clock.items() if n not in in_batch
+                  and (now is None or now - self._seen.get(n, now) < self.idle_s)]
+        after = np.minimum(running.min(axis=0), min(others, default=np.inf)) - self.lateness_s
+        marks = np.concatenate([[self.watermark(now)], after[:-1]])
+        with np.errstate(invalid="ignore"):
+            ends = np.where(np.isfinite(marks), np.floor(marks / self.window_s) * self.window_s, -np.inf)
+        return np.maximum(self._closed_until, np.maximum.accumulate(ends))
+
+    def add_sample(self, node: str, time: float, read_rate: float, write_rate: float,
+                   now: float | None = None) -> list[tuple[float, dict]]:
+        """Add one node's rates at ``time``; return windows closed by this sample."""
+        return self.add_many([node], [time], [read_rate], [write_rate], now)[0]
+
+    def advance(self, now: float) -> list[tuple[float, dict]]:
+        """Close the windows freed by nodes that went idle by processing time ``now``."""
+        return self._close(now)
+
+    def watermark(self, now: float | None = None) -> float:
+        if not self._clock:
+            return -math.inf
+        live = [t for n, t in self._clock.items() if now is None or now - self._seen.setdefault(n, now) < self.idle_s]
+        return (min(live) if live else max(self._clock.values())) - self.lateness_s
+
+    def _close(self, now: float | None) -> list[tuple[float, dict]]:
+        out = []
+        mark = self.watermark(now)
+        while self._seconds:
+            start = math.floor(min(self._seconds) / self.window_s) * self.window_s
+            if start + self.window_s > mark:
+                break
+            secs = np.arange(int(start), int(start + self.window_s))
+            rows = np.array([self._seconds.pop(s, (np.nan, np.nan)) for s in secs.tolist()])
+            if np.isfinite(rows[:, 0]).any():
+                out.append((start + self.window_s, io_window_features(rows[:, 0], rows[:, 1])))
+            self._closed_until = start + self.window_s
+        return out
+
+    @property
+    def size(self) -> int:
+        return len(self._seconds)
+
+
+class CanarioState:
+    """All CanarIO state of one file system: probes, labels, detector, job sensitivity, decisions."""
+
+    def __init__(self, detector: Optional[IoDegradationDetector] = None,
+                 classifier: Optional[JobSensitivityClassifier] = None,
+                 tracker: Optional[ProbeTracker] = None, labeler: Optional[LateLabeler] = None) -> None:
+        self.detector = detector or IoDegradationDetector()
+        self._classifier = classifier
+        self.tracker = tracker or ProbeTracker()
+        self.labeler = labeler or LateLabeler()
+        self.state: dict = {"degraded": False, "probability": 0.0, "window_end": None, "features": {}}
+        self.sensitivity: dict[str, float] = {}  # job id -> predicted IO sensitivity (at submit)
+        self.scripts: dict[str, str] = {}
+        self.delayed: set[str] = set()
+
+    @property
+    def classifier(self) -> JobSensitivityClassifier:
+        """The job classifier, created on first use (importing torch is slow)."""
+        if self._classifier is None:
+            self._classifier = JobSensitivityClassifier()
+        return self._classifier
+
+    def on_probe(self, probe_id: str, probe_type: str, start: float, end: float) -> dict:
+        """A completed probe: its ratio, and labels for windows that became final."""
+        result = self.tracker.observe(probe_type, end - start)
+        self.labeler.probe_completed(probe_id, start, end, result["ratio"])
+        self._flush_labels(end)
+        return result
+
+    def on_window(self, window_end: float, features: dict) -> dict:
+        """Predict the new window (before it joins the bank); returns the degradation state."""
+        degraded, probability = self.detector.observe_window(features, window_end)
+        self.labeler.add_window(window_end, features)
+        self._flush_labels(window_end)
+        self.state = {"degraded": degraded, "probability": probability, "window_end": window_end,
+                      "features": dict(features), "model": self.detector.model_name}
+        return self.state
+
+    def _flush_labels(self, now: float) -> None:
+        for w_end, _f, ratio in self.labeler.ready(now):
+            self.detector.add_label(w_end, ratio)
+
+    def on_job_submitted(self, job_id: str, script: str) -> float:
+        """Score a submitted job's script once (PRIONN); the score joins the job later."""
+        p = self.sensitivity[str(job_id)] = self.classifier.predict_one(script)
+        self.scripts[str(job_id)] = script
+        return p
+
+    def on_job_completed(self, job_id: str, sensitive: Optional[bool] = None) -> None:
+        """Forget the job; a §4.3 label (when known) trains the classifier."""
+        script = self.scripts.pop(str(job_id), None)
+        self.sensitivity.pop(str(job_id), None)
+        if script is not None and sensitive is not None:
+            self.classifier.learn_one(script, sensitive)
+
+    def decide(self, now: float, queued: Sequence[dict], running: Sequence[dict]) -> list[dict]:
+        """Fig. 5.1 actions at ``now`` for the queue and running jobs *at* ``now``; updates the delayed set.
+
+        ``queued``/``running`` are ``JobTimeline.queued_at(now)``/``running_at(now)`` records;
+        jobs without a score count as not sensitive.
+        """
+        def scored(j: dict) -> dict:
+            return {"job_id": j["job_id"], "num_nodes": int(j.get("num_nodes") or len(j.get("nodes") or []) or 1),
+                    "nodes": list(j.get("nodes") or []), "start": j.get("start_time"),
+                    "expected_runtime_s": float(j.get("time_limit_s") or 3600.0),
+                    "sensitivity": self.sensitivity.get(str(j["job_id"]), 0.0)}
+
+        self.delayed &= {str(j["job_id"]) for j in queued}  # a job that started or left is no longer held
+        actions = io_aware_actions(self.state, [scored(j) for j in queued], [scored(j) for j in running], now,
+                                   delayed=self.delayed)
+        for a in actions:
+            if a["kind"] == "delay":
+                self.delayed.add(a["job_id"])
+            elif a["kind"] == "release":
+                self.delayed.discard(a["job_id"])
+        return actions

@@ -1,0 +1,84 @@
+"""decide: node warnings → actions, reading the jobs and spare pool *at the sample time*.
+
+A node's warning episode starts with its first warning and ends after
+``policy.quiet_minutes`` of sample time without one.  At an episode's start the agent
+waits (bounded) for the job stream's watermark to pass the warning's sample time, then
+asks the policy with the job whose run contains that time
+(``JobTimeline.job_at``) and FARS's spare pool at that time
+(``models.policy.spare_pool_at``: idle nodes − warned nodes − the queue head's
+reservation).  Action ids derive from the trigger (model, node, sample time), so a
+replay repeats them; ``time`` is the trigger's sample time, ``trigger_time`` the wall
+time its sample reached Kafka (latency only).
+"""
+from __future__ import annotations
+
+import faust
+
+from hpcguard.models.actions import action_id
+from hpcguard.models.policy import spare_pool_at
+from hpcguard.streams import metrics
+from hpcguard.streams.agents_jobs import wait_for_jobs
+from hpcguard.streams.agents_windows import store
+from hpcguard.streams.app import out
+
+BATCH, WITHIN_S = 500, 0.05
+
+
+def emit_action(app: faust.App, a: dict, trigger: str, key: str, time: float, trigger_time: float | None) -> None:
+    """Publish one decided action; its id is derived from what triggered it."""
+    action = {"action_id": action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger), "kind": a["kind"],
+              "source": a["source"], "reason": a.get("reason", {}), "time": time, "job_id": a.get("job_id"),
+              "nodes": list(a.get("nodes", [])), "deadline": a.get("deadline"), "trigger_time": trigger_time, "v": 1}
+    metrics.ACTIONS.labels(action["kind"], action["source"]).inc()
+    app.hpc.plumbing.publish(out(app, "actions"), action["job_id"] or key, action)
+
+
+def register(app: faust.App) -> None:
+    hpc = app.hpc
+    pipe, door, warnings, view = hpc.pipeline, hpc.plumbing, hpc.tables.warnings, hpc.cluster
+    cluster_topic = out(app, "cluster")
+    if pipe.policy is None:
+        from hpcguard.streams.decisions import policy_for
+
+        pipe.policy = policy_for(hpc.settings)
+    quiet_s = 60.0 * hpc.settings.policy.quiet_minutes
+
+    @app.agent(hpc.topics.predictions, name="decide")
+    async def decide(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(BATCH, within=WITHIN_S):
+            metrics.RECORDS_IN.labels(hpc.names.predictions).inc(len(events))
+            starts: list[tuple[dict, object]] = []
+            for ev in events:
+                source, offset, partition = ev.message.topic, ev.message.offset, ev.message.partition
+                with door.guard(source, ev.value, offset):
+                    p = door.decode("NodePrediction", ev.value, source, offset)
+                    if p is None:
+                        continue
+                    node, t = p["node"], p.get("sample_time") or p["time"]
+                    active = warnings.get(node)
+                    if not p["warn"]:
+                        if active and t - active["last_warn"] > quiet_s:
+                            store(warnings, partition, node, None)  # the warning episode is over
+                        continue
+                    episode = {"first_warn": active["first_warn"] if active else t, "last_warn": t}
+                    view.apply_cluster({"node": node, **episode})
+                    # other workers learn of an episode at its start and then every quiet_s / 2 of sample time
+                    shared = active.get("shared", -float("inf")) if active else -float("inf")
+                    if t - shared >= quiet_s / 2:
+                        door.publish(cluster_topic, node, {"node": node, **episode, "v": 1})
+                        shared = t
+                    store(warnings, partition, node, {**episode, "shared": shared})
+                    if not active:
+                        starts.append((p, ev))
+            for p, ev in starts:
+                with door.guard(ev.message.topic, ev.value, ev.message.offset):
+                    t = p.get("sample_time") or p["time"]
+                    joined = await wait_for_jobs(app, t)
+                    job = view.timeline.job_at(p["node"], t)
+                    spare = spare_pool_at(view.timeline, view.nodes_at(t), view.warned_at(t, quiet_s), t)
+                    for a in pipe.policy(p, job, spare, pipe.predictor):
+                        a = {"source": p["model"], "deadline": t + 60 * p["lead_minutes"],
+                             **{k: v for k, v in a.items() if v is not None or k == "job_id"}}
+                        if not joined:
+                            a["reason"] = {**a.get("reason", {}), "job_join": "timeout"}
+                        emit_action(app, a, f"{p['model']}@{p['node']}@{t:.0f}", p["node"], t, p.get("ingest_time"))

@@ -1,0 +1,89 @@
+"""jobs: job events → the cluster view's job timeline; node-keyed job events; checkpoint plans.
+
+Every worker keeps the whole job timeline (:class:`~hpcguard.streams.cluster_view.ClusterView`,
+read from all partitions of ``jobs``); :func:`wait_for_jobs` waits (bounded by
+``worker.job_wait_s`` wall seconds since the job stream last moved) until the job
+stream's watermark has passed an event time, so a decision reads the jobs *at its sample
+time*.  This agent checks each job event at the door (bad ones are dead-lettered), applies
+it to this worker's view at once, re-publishes it keyed by node (``internal.node-jobs``),
+scores submitted job scripts for CanarIO and publishes a job's periodic checkpoint plan at
+its start (``checkpoint.plans``).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import faust
+
+from hpcguard.connectors.validation import ValidationError, validate_node
+from hpcguard.streams import metrics
+from hpcguard.streams.app import out
+
+BATCH, WITHIN_S = 500, 0.05
+
+
+def check_cluster_record(app: faust.App, kind: str, raw: bytes) -> dict:
+    """The door's checks for what the cluster view reads (``JobEvent`` or an ``internal.cluster`` record)."""
+    door = app.hpc.plumbing
+    data = door.loads(raw)
+    if kind == "JobEvent":
+        return door.check(kind, data)
+    if not isinstance(data, dict) or not (data.keys() <= {"node", "first", "first_warn", "last_warn", "v"}):
+        raise ValidationError("record", "not an internal.cluster record", "bad_record")
+    validate_node(data.get("node"))
+    for k in ("first", "first_warn", "last_warn"):
+        if k in data and not isinstance(data[k], (int, float)):
+            raise ValidationError(k, "expected epoch seconds", "bad_type")
+    return data
+
+
+async def wait_for_jobs(app: faust.App, t: float) -> bool:
+    """Wait until the job stream's watermark passes ``t``; False when it gave up.
+
+    The wait is bounded by ``worker.job_wait_s`` wall seconds *since the job stream last
+    moved*: a job stream that has gone quiet (processing time) is not waited for at all.
+    """
+    view, progress = app.hpc.cluster, app.hpc.job_progress  # [watermark, wall time it last changed]
+    while True:
+        mark, now = view.job_watermark(), time.monotonic()
+        if mark >= t:
+            return True
+        if mark != progress[0]:
+            progress[:] = [mark, now]
+        if now - progress[1] >= app.hpc.settings.worker.job_wait_s:
+            metrics.JOB_JOIN_TIMEOUTS.inc()
+            return False
+        await asyncio.sleep(0.05)
+
+
+def register(app: faust.App) -> None:
+    hpc = app.hpc
+    pipe, door, view = hpc.pipeline, hpc.plumbing, hpc.cluster
+    node_jobs, plans = out(app, "node_jobs"), out(app, "plans")
+    canario = pipe.canario if "io" in pipe.roles else None
+
+    @app.agent(hpc.topics.jobs, name="jobs")
+    async def jobs(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(BATCH, within=WITHIN_S):
+            metrics.RECORDS_IN.labels(hpc.names.jobs).inc(len(events))
+            view.timeline.evict()  # bounded: jobs ended long before the job stream's watermark
+            for ev in events:
+                source, offset = ev.message.topic, ev.message.offset
+                with door.guard(source, ev.value, offset):
+                    event = door.decode("JobEvent", ev.value, source, offset)
+                    if event is None:
+                        continue
+                    view.add_job(event, ev.message.partition)
+                    job_id = event["job_id"]
+                    for node in event.get("nodes") or []:
+                        door.publish(node_jobs, node, event)
+                    if canario is not None:
+                        if event["event"] == "submit" and event.get("script"):
+                            canario.on_job_submitted(job_id, event["script"])
+                        elif event["event"] in ("end", "requeue", "fail"):
+                            canario.on_job_completed(job_id)
+                    if event["event"] == "start" and pipe.plan is not None and event.get("time_limit_s"):
+                        system_nodes = max(len(view.nodes_at(event["time"])), len(event.get("nodes") or []))
+                        plan = pipe.plan(event, system_nodes)
+                        door.publish(plans, job_id, {**plan, "time": event["time"], "v": 1})

@@ -1,0 +1,215 @@
+"""Stall detection: a worker that stops consuming while the broker has data for it says so and exits.
+
+A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings ``[liveness]``):
+
+- assigned input partitions have records beyond the worker's read positions (end offset >
+  position) and no position has moved;
+- or offset commits keep failing (``max_commit_errors`` errors logged by aiokafka's group
+  coordinator, e.g. ``UnknownTopicOrPartitionError`` after a broker restart lost its topics)
+  with no progress in between;
+- or the broker has not answered an end-offset query.
+
+On a stall the worker logs it (CRITICAL, with the partitions and the reason), sets
+``hpcguard_consumer_stalled`` to 1 and counts ``hpcguard_consumer_stalls_total{reason}`` in
+``/metrics``, then (``on_stall = "exit"``) stops and exits with status 75 (``EX_TEMPFAIL``) so
+its supervisor (systemd ``Restart=on-failure``, Kubernetes, compose ``restart:``) starts it
+again; the new worker resumes from the committed offsets.  ``on_stall = "log"`` only reports.
+``hpcguard_consumer_lag{topic,partition}`` is updated on every check.
+
+Registering it (once, in ``create_app`` after the app and its tables exist)::
+
+    from hpcguard.streams import liveness
+    liveness.install(app, pipeline.settings.liveness)
+
+``install`` adds one Faust timer (``app.timer(check_every_s)``) and a logging handler on
+aiokafka's group coordinator, and returns the :class:`ProgressWatch` it feeds.  Changelog
+partitions of tables and paused partitions are not watched (nothing reads them as a stream).
+
+Example
+-------
+>>> w = ProgressWatch(stall_after_s=60, max_commit_errors=3)
+>>> w.observe(0.0, positions={"t/0": 10}, ends={"t/0": 50})
+>>> w.observe(30.0, positions={"t/0": 10}, ends={"t/0": 60})
+>>> w.observe(61.0, positions={"t/0": 10}, ends={"t/0": 70})
+'no progress for 61 s while the broker holds 60 more records on t/0'
+>>> w.observe(62.0, positions={"t/0": 11}, ends={"t/0": 70}) is None
+True
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from typing import Any, Hashable, Mapping
+
+from hpcguard.streams.metrics import COMMIT_ERRORS, CONSUMER_LAG, STALLED, STALLS
+
+log = logging.getLogger("hpcguard.liveness")
+
+EX_TEMPFAIL = 75  # sysexits.h: temporary failure, try again (what a supervisor should restart on)
+COMMIT_LOGGER = "aiokafka.consumer.group_coordinator"
+QUERY_TIMEOUT_S = 30.0
+
+
+
+class ProgressWatch:
+    """Per-partition progress bookkeeping; ``observe`` returns why the consumer is stalled, or ``None``.
+
+    Pure bookkeeping (no Kafka): the timer feeds it read positions and end offsets, the
+    log handler feeds it commit errors.
+    """
+
+    def __init__(self, stall_after_s: float, max_commit_errors: int):
+        self.stall_after_s = float(stall_after_s)
+        self.max_commit_errors = int(max_commit_errors)
+        self.positions: dict[Hashable, int | None] = {}
+        self.commit_errors = 0  # failed commits since the last progress
+        self.last_progress: float | None = None  # last move, or last time there was nothing to read
+        self.last_moved: float | None = None  # last time a read position moved
+        self.broker_silent_since: float | None = None
+        self.cause = ""  # progress | commit | broker: what the last stall verdict was about
+
+    def commit_failed(self) -> None:
+        self.commit_errors += 1
+
+    def broker_silent(self, now: float) -> str | None:
+        """The end-offset query failed or timed out at ``now``."""
+        if self.broker_silent_since is None:
+            self.broker_silent_since = now
+        silent = now - self.broker_silent_since
+        if silent >= self.stall_after_s:
+            self.cause = "broker"
+            return f"the broker has not answered an end-offset query for {silent:.0f} s"
+        return self._commit_verdict(now)
+
+    def observe(self, now: float, positions: Mapping[Hashable, int | None], ends: Mapping[Hashable, int]) -> str | None:
+        """Record read positions and end offsets at ``now``; the stall reason, if stalled.
+
+        Progress is judged over all partitions together: one consumer delivers every
+        partition through one loop, so a partition waiting behind a busy one (backpressure)
+        is not a stall while any partition moves.
+        """
+        self.broker_silent_since = None
+        if self.last_progress is None:
+            self.last_progress = self.last_moved = now
+        waiting = {}
+        for tp, end in ends.items():
+            pos = positions.get(tp)
+            if tp in self.positions and pos != self.positions[tp]:
+                self.commit_errors, self.last_progress, self.last_moved = 0, now, now
+            self.positions[tp] = pos
+            if end > (pos or 0):
+                waiting[tp] = end - (pos or 0)
+        for tp in set(self.positions) - set(ends):  # revoked partitions
+            self.positions.pop(tp, None)
+        if not waiting:
+            self.last_progress = now  # nothing to read is not a stall
+        idle = now - self.last_progress
+        if waiting and idle >= self.stall_after_s:
+            names = ", ".join(str(tp) for tp in list(waiting)[:5]) + (" ..." if len(waiting) > 5 else "")
+            self.cause = "progress"
+            return (f"no progress for {idle:.0f} s while the broker holds {sum(waiting.values())} more records "
+                    f"on {names}")
+        return self._commit_verdict(now)
+
+    def _commit_verdict(self, now: float) -> str | None:
+        if self.last_moved is None:
+            self.last_progress = self.last_moved = now
+        if self.commit_errors >= self.max_commit_errors and now - self.last_moved >= self.stall_after_s:
+            self.cause = "commit"
+            return (f"{self.commit_errors} offset commits failed without progress for "
+                    f"{now - self.last_moved:.0f} s")
+        return None
+
+
+class _CommitErrorCounter(logging.Handler):
+    """Counts aiokafka's ``OffsetCommit failed ...`` log records into the watch."""
+
+    def __init__(self, watch: ProgressWatch):
+        super().__init__(logging.WARNING)
+        self.watch = watch
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("OffsetCommit failed"):
+            self.watch.commit_failed()
+            COMMIT_ERRORS.inc()
+
+
+def _watched(app: Any) -> list:
+    """Assigned partitions the worker's streams read (no changelogs, nothing paused)."""
+    consumer = app.consumer
+    changelogs = app.tables.changelog_topics
+    paused = getattr(consumer, "_paused_partitions", set())
+    return sorted((tp for tp in consumer.assignment() if tp.topic not in changelogs and tp not in paused),
+                  key=lambda tp: (tp.topic, tp.partition))
+
+
+def _positions(app: Any, tps: list) -> dict:
+    """Next offset each partition's stream will read (faust's read offset + 1, else the committed one)."""
+    consumer = app.consumer
+    out = {}
+    for tp in tps:
+        read = consumer._read_offset.get(tp)  # faust keeps no public accessor for it
+        out[tp] = read + 1 if read is not None else consumer._committed_offset.get(tp)
+    return out
+
+
+def _stop_and_exit(app: Any, grace_s: float) -> None:
+    """Exit 75 after trying a clean stop; a daemon timer makes sure even a hung stop ends."""
+    timer = threading.Timer(grace_s, os._exit, (EX_TEMPFAIL,))
+    timer.daemon = True
+    timer.start()
+
+    async def stop() -> None:
+        try:
+            await app.stop()
+        finally:
+            logging.shutdown()
+            os._exit(EX_TEMPFAIL)
+
+    # why a loose task: stopping the app cancels its timers, including the one that found the stall
+    asyncio.get_running_loop().create_task(stop())
+
+
+def install(app: Any, settings: Any) -> ProgressWatch:
+    """Register the stall check on ``app`` with ``Settings().liveness``; returns its watch."""
+    watch = ProgressWatch(settings.stall_after_s, settings.max_commit_errors)
+    logging.getLogger(COMMIT_LOGGER).addHandler(_CommitErrorCounter(watch))
+    reported = False
+
+    async def check_liveness() -> None:
+        nonlocal reported
+        now = time.monotonic()
+        tps = _watched(app)
+        try:
+            # why the generous timeout: the query shares the consumer's thread with fetches and commits
+            ends = await asyncio.wait_for(app.consumer.highwaters(*tps), timeout=QUERY_TIMEOUT_S) if tps else {}
+        except Exception as exc:  # a frozen or restarted broker: timeouts, connection errors, unknown topics
+            log.warning("end-offset query failed: %r", exc)
+            verdict = watch.broker_silent(now)
+        else:
+            positions = _positions(app, tps)
+            for tp in tps:
+                CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
+            verdict = watch.observe(now, positions, ends)
+        if verdict is None:
+            if reported:
+                log.warning("consumer progresses again")
+            STALLED.set(0)
+            reported = False
+            return
+        if not reported:
+            STALLS.labels(watch.cause).inc()
+        STALLED.set(1)
+        reported = True
+        if settings.on_stall == "exit":
+            log.critical("consumer stalled: %s; exiting with status %d for the supervisor to restart the worker",
+                         verdict, EX_TEMPFAIL)
+            _stop_and_exit(app, settings.exit_grace_s)
+        else:
+            log.error("consumer stalled: %s", verdict)
+
+    app.timer(settings.check_every_s, name="hpcguard.liveness")(check_liveness)
+    return watch

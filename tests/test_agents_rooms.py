@@ -1,0 +1,89 @@
+"""Agents in Faust's test context (no broker): what each room publishes for given input."""
+import asyncio
+import json
+
+from _pipeline import HEALTHY, baseline_model
+from hpcguard.settings import Settings
+from hpcguard.streams.app import Pipeline, create_app
+from hpcguard.streams.predictors import load_predictor
+from hpcguard.streams.topics import TopicNames
+
+T0 = 1_700_000_000.0
+
+
+def make_app(tmp_path, roles, predictor=None):
+    s = Settings()
+    s.worker.data_dir = str(tmp_path / "state")
+    s.worker.grid_sources = ("ipmi",)
+    s.worker.job_wait_s = 0.2
+    box: list = []
+    pipe = Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), predictor=predictor, outbox=box,
+                    roles=frozenset(roles))
+    app = create_app(pipe)
+    app.finalize()
+    app.conf.store = "memory://"
+    app.flow_control.resume()
+    return app, box
+
+
+def agent(app, name):
+    return next(a for a in app.agents.values() if a.name.endswith(name))
+
+
+async def feed(app, name, records):
+    async with agent(app, name).test_context() as a:
+        for key, value in records:
+            await a.put(value if isinstance(value, bytes) else json.dumps(value).encode(), key=key.encode())
+        await asyncio.sleep(0.2)
+
+
+def sample(node, t, **over):
+    return node, {"node": node, "time": t, "source": "ipmi", "values": {**HEALTHY, **over}, "v": 1}
+
+
+def test_windows_predict_by_event_time_and_dead_letter_late_and_bad_records(tmp_path):
+    app, box = make_app(tmp_path, {"windows"}, load_predictor(baseline_model(tmp_path / "m")))
+    recs = [sample(n, T0 + 15 * k) for k in range(30) for n in ("n1", "n2")]
+    recs += [sample("n1", T0), ("n1", b"[" * 5000 + b"]" * 5000), sample("n1;rm -rf", T0 + 1)]
+    asyncio.run(feed(app, "node-windows", recs))
+    preds = [v for topic, _, v in box if topic.endswith("predictions.node")]
+    dead = [v for topic, _, v in box if topic.endswith("dlq")]
+    assert {p["node"] for p in preds} == {"n1", "n2"}
+    assert all(p["time"] == p["sample_time"] and p["time"] % 15 == 0 for p in preds)
+    assert len({(p["node"], p["time"]) for p in preds}) == len(preds)  # one verdict per node and step
+    assert sorted(d["error_kind"] for d in dead) == ["bad_id", "late", "too_deep"]
+
+
+def test_decide_joins_the_job_running_at_the_warning_time(tmp_path):
+    app, box = make_app(tmp_path, {"jobs", "decide"})
+    asyncio.run(feed(app, "jobs", [
+        ("1", {"job_id": "1", "event": "start", "time": T0, "nodes": ["n8"], "time_limit_s": 7200, "v": 1}),
+        ("1", {"job_id": "1", "event": "end", "time": T0 + 3600, "nodes": ["n8"], "v": 1}),
+        ("2", {"job_id": "2", "event": "start", "time": T0 + 3600, "nodes": ["n8"], "time_limit_s": 7200, "v": 1}),
+    ]))
+    warn = {"node": "n8", "model": "m", "model_version": "1", "failure_probability": 0.9, "warn": True,
+            "lead_minutes": 20.0, "v": 1}  # no spare node known, 20 min ≥ the 756 s safeguard checkpoint
+    asyncio.run(feed(app, "decide", [
+        ("n8", {**warn, "time": T0 + 1800, "sample_time": T0 + 1800}),  # job 1 runs then
+        ("n8", {**warn, "time": T0 + 1815, "sample_time": T0 + 1815}),  # same episode: no new action
+        ("n8", {**warn, "node": 42, "time": T0, "sample_time": T0}),  # a bad record: a dead letter, no crash
+    ]))
+    actions = [v for topic, _, v in box if topic.endswith("actions")]
+    dead = [v for topic, _, v in box if topic.endswith("dlq")]
+    assert [(a["kind"], a["job_id"], a["time"]) for a in actions] == [("checkpoint", "1", T0 + 1800)]
+    assert "job_join" not in actions[0]["reason"]  # the job stream had passed the warning's time
+    assert [d["error_kind"] for d in dead] == ["bad_id"]
+
+
+def test_io_windows_close_by_event_time_and_late_samples_are_dead_lettered(tmp_path):
+    app, box = make_app(tmp_path, {"io"})
+    io = [("n1", {"node": "n1", "time": T0 + k, "source": "ldms:lustre_client", "v": 1,
+                  "values": {"io_read_bytes": 1e9, "io_write_bytes": 2e9}}) for k in range(0, 130)]
+    io.append(("n1", {**io[0][1], "time": T0 + 3}))  # its window was published already
+    asyncio.run(feed(app, "io-windows", io))
+    verdicts = [v for topic, _, v in box if topic.endswith("io.degradation")]
+    dead = [v for topic, _, v in box if topic.endswith("dlq")]
+    ends = [v["window_end"] for v in verdicts]
+    assert ends and all(e % 60 == 0 and e <= T0 + 125 for e in ends) and ends == sorted(ends)
+    assert all(v["features"]["read_mean"] == 1e9 for v in verdicts if v["window_start"] >= T0)
+    assert [d["error_kind"] for d in dead] == ["late"]

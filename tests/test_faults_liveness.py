@@ -1,0 +1,71 @@
+"""Stall detection (streams/liveness.py): the bookkeeping that decides a consumer is stuck."""
+import doctest
+import importlib
+import logging
+
+import pytest
+
+from hpcguard.streams.liveness import COMMIT_LOGGER, ProgressWatch, _CommitErrorCounter
+
+
+def test_no_stall_while_any_partition_moves():
+    w = ProgressWatch(stall_after_s=60, max_commit_errors=10)
+    for t in range(0, 300, 10):  # "a" is held back behind "b" (backpressure), "b" keeps moving
+        assert w.observe(float(t), {"a": 0, "b": t}, {"a": 6, "b": 1000}) is None
+
+
+def test_stall_when_nothing_moves_while_data_waits():
+    w = ProgressWatch(stall_after_s=60, max_commit_errors=10)
+    assert w.observe(0.0, {"a": 5, "b": 7}, {"a": 6, "b": 7}) is None
+    assert w.observe(59.0, {"a": 5, "b": 7}, {"a": 9, "b": 7}) is None
+    reason = w.observe(60.0, {"a": 5, "b": 7}, {"a": 9, "b": 7})
+    assert reason.startswith("no progress for 60 s") and "4 more records" in reason and w.cause == "progress"
+    assert w.observe(61.0, {"a": 6, "b": 7}, {"a": 9, "b": 7}) is None  # it moved again
+
+
+def test_idle_consumer_with_nothing_to_read_is_not_stalled():
+    w = ProgressWatch(stall_after_s=60, max_commit_errors=10)
+    for t in range(0, 600, 30):
+        assert w.observe(float(t), {"a": 9}, {"a": 9}) is None
+
+
+def test_repeated_commit_errors_without_progress_stall():
+    w = ProgressWatch(stall_after_s=60, max_commit_errors=5)
+    handler = _CommitErrorCounter(w)
+    logger = logging.getLogger(COMMIT_LOGGER)
+    logger.addHandler(handler)
+    try:
+        assert w.observe(0.0, {"a": 9}, {"a": 9}) is None
+        for _ in range(5):
+            logger.error("OffsetCommit failed for group %s on partition %s with offset %s: %s", "g", "tp", 9,
+                         "UnknownTopicOrPartitionError")
+        logger.error("Heartbeat failed: %r", "x")  # not a commit error
+        assert w.commit_errors == 5
+        assert w.observe(30.0, {"a": 9}, {"a": 9}) is None  # not yet long enough
+        reason = w.observe(61.0, {"a": 9}, {"a": 9})
+        assert reason.startswith("5 offset commits failed") and w.cause == "commit"
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_progress_resets_commit_errors():
+    w = ProgressWatch(stall_after_s=60, max_commit_errors=2)
+    w.observe(0.0, {"a": 1}, {"a": 5})
+    w.commit_failed()
+    w.commit_failed()
+    assert w.observe(30.0, {"a": 2}, {"a": 5}) is None and w.commit_errors == 0
+
+
+def test_silent_broker_stalls_after_the_limit_and_an_answer_resets_it():
+    w = ProgressWatch(stall_after_s=60, max_commit_errors=10)
+    assert w.broker_silent(0.0) is None
+    assert w.broker_silent(59.0) is None
+    assert "has not answered" in w.broker_silent(60.0) and w.cause == "broker"
+    assert w.observe(61.0, {"a": 1}, {"a": 1}) is None
+    assert w.broker_silent(62.0) is None  # the silence starts again
+
+
+@pytest.mark.parametrize("name", ["hpcguard.streams.liveness", "hpcguard.connectors.validation"])
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
