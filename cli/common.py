@@ -18,6 +18,12 @@ SASL_PASSWORD = typer.Option(None, "--sasl-password", help="SASL password (prefe
 SSL_CAFILE = typer.Option(None, "--ssl-cafile", help="CA bundle for TLS.")
 SSL_CERTFILE = typer.Option(None, "--ssl-certfile", help="Client certificate for TLS.")
 SSL_KEYFILE = typer.Option(None, "--ssl-keyfile", help="Client key for TLS.")
+# Event-time options of the worker (and of the demo's workers).
+LATENESS = typer.Option(None, "--lateness", help="Event-time seconds a node's grid step stays open for late samples "
+                        "(worker.lateness_s); later ones are dead-lettered with reason 'late'.")
+IDLE = typer.Option(None, "--idle", help="Wall seconds without a record after which a source stops holding its "
+                    "node's watermark back (worker.idle_s); raise it on a loaded machine, where a lagging consumer "
+                    "looks idle.")
 
 
 def load_settings(config: Optional[str] = None, bootstrap: Optional[str] = None, prefix: Optional[str] = None,

@@ -52,11 +52,8 @@ def worker(
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve Prometheus /metrics here."),
     roles: List[str] = typer.Option([], "--role", help="Run only these agent roles (repeat): normalize, windows, "
                                     "io, jobs, decide, adapter, sink. Default: all."),
-    lateness: Optional[float] = typer.Option(None, "--lateness", help="Event-time seconds a node's grid step "
-                                             "stays open for late samples (worker.lateness_s); later ones are "
-                                             "dead-lettered with reason 'late'."),
-    idle: Optional[float] = typer.Option(None, "--idle", help="Wall seconds without a record after which a "
-                                         "source stops holding its node's watermark back (worker.idle_s)."),
+    lateness: Optional[float] = o.LATENESS,
+    idle: Optional[float] = o.IDLE,
     job_wait: Optional[float] = typer.Option(None, "--job-wait", help="Longest wall wait of a decision for the "
                                              "job stream's watermark to pass its sample time (worker.job_wait_s)."),
     sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, sensors.toml "
@@ -122,11 +119,8 @@ def demo(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where trained demo models are cached, "
                                              "keyed by their parameters and code (default: $HPCGUARD_CACHE_DIR or "
                                              "~/.cache/hpcguard)."),
-    lateness: Optional[float] = typer.Option(None, "--lateness", help="Event-time seconds a node's grid step "
-                                             "stays open for late samples (worker.lateness_s)."),
-    idle: Optional[float] = typer.Option(None, "--idle", help="Wall seconds without a record after which a "
-                                         "source stops holding its node's watermark back (worker.idle_s); raise it "
-                                         "on a loaded machine, where a lagging consumer looks idle."),
+    lateness: Optional[float] = o.LATENESS,
+    idle: Optional[float] = o.IDLE,
     offline: bool = typer.Option(True, "--offline/--no-offline", help="Also compute the offline decisions on the "
                                  "same files and report the differences (summary key 'offline')."),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where to write data, model and logs "

@@ -111,14 +111,7 @@ class EmbeddedBroker:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)  # a frozen broker cannot act on SIGTERM
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(proc, timeout_s, thaw=True)  # a frozen broker cannot act on SIGTERM
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -196,13 +189,7 @@ class LocalS3:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(proc, timeout_s)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -212,3 +199,17 @@ class LocalS3:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _stop(proc: subprocess.Popen | None, timeout_s: float, thaw: bool = False) -> None:
+    """SIGTERM a still-running child (SIGCONT first when it may be frozen), SIGKILL after ``timeout_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    if thaw:
+        proc.send_signal(signal.SIGCONT)
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
