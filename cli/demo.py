@@ -224,7 +224,9 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
     topics = TopicNames.from_settings(settings.topics)
     ensure_topics(k, topics.all(), settings.topics.partitions, settings.topics.replication)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}),
-           "HPCGUARD_TOPICS__PARTITIONS": str(settings.topics.partitions)}
+           "HPCGUARD_TOPICS__PARTITIONS": str(settings.topics.partitions),
+           # the demo's own ledger: deterministic action ids would otherwise meet earlier runs' rows
+           "HPCGUARD_ADAPTER__LEDGER": settings.adapter.ledger}
     procs = start_workers(workers, settings, model_dir, workdir, env, metrics_port)
     try:
         pace = "at maximum speed" if speed is None else f"at {speed:g}× real time"
