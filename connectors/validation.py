@@ -302,15 +302,21 @@ def _type_error(name: str, value: Any, what: str) -> ValidationError:
     return ValidationError(name, f"expected {what}, got {type(value).__name__} {_show(value)}", "bad_type")
 
 
-def _number(value: Any, name: str, limits: DoorLimits, lo: float | None = None, hi: float | None = None) -> float:
+def _finite(value: Any, name: str, what: str) -> float:
+    """A JSON number (not a bool or string) as a finite float, or the reason it is not one."""
     if type(value) not in _NUMBER_TYPES:
-        raise _type_error(name, value, "a number")
+        raise _type_error(name, value, what)
     try:
         x = float(value)
     except OverflowError:
         raise ValidationError(name, f"{_show(value)} is out of range", "out_of_range") from None
     if not math.isfinite(x):
-        raise ValidationError(name, f"{x} is not a finite number", "not_finite")
+        raise ValidationError(name, f"{_show(value)} is not a finite number", "not_finite")
+    return x
+
+
+def _number(value: Any, name: str, limits: DoorLimits, lo: float | None = None, hi: float | None = None) -> float:
+    x = _finite(value, name, "a number")
     lo = -limits.max_abs_value if lo is None else lo
     hi = limits.max_abs_value if hi is None else hi
     if not lo <= x <= hi:
@@ -319,14 +325,7 @@ def _number(value: Any, name: str, limits: DoorLimits, lo: float | None = None, 
 
 
 def _time(value: Any, name: str, limits: DoorLimits, now: float) -> float:
-    if type(value) not in _NUMBER_TYPES:
-        raise _type_error(name, value, "epoch seconds")
-    try:
-        x = float(value)
-    except OverflowError:
-        raise ValidationError(name, f"{_show(value)} is out of range", "out_of_range") from None
-    if not math.isfinite(x):
-        raise ValidationError(name, f"{_show(value)} is not a finite time", "not_finite")
+    x = _finite(value, name, "epoch seconds")
     if x < limits.epoch:
         raise ValidationError(name, f"{x:.15g} is before the deployment epoch {limits.epoch:.0f}", "bad_time")
     if x > now + limits.max_skew_s:

@@ -6,6 +6,7 @@ import pytest
 
 from hpcguard.connectors import replay as replay_mod
 from hpcguard.settings import TopicSettings
+from _replay_clock import FakeClock
 
 T0 = 1_700_000_000  # first telemetry record
 
@@ -14,21 +15,6 @@ def _iso(t):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
 
 
-class FakeClock:
-    """Replay's clock: wall time advances only when the replay sleeps (no timing in the test)."""
-
-    def __init__(self):
-        self.now, self.sleeps = 0.0, []
-
-    def monotonic(self):
-        return self.now
-
-    def sleep(self, dt):
-        self.sleeps.append(dt)
-        self.now += dt
-
-    def time(self):
-        return time.time()
 
 
 def _recording(tmp_path):

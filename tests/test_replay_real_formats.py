@@ -34,6 +34,7 @@ from hpcguard.connectors.sacct import SacctDialect, decode_slurm_envelope, job_e
 from hpcguard.models.features import CANONICAL_SENSORS
 from hpcguard.settings import Settings, TopicSettings
 from hpcguard.streams.topics import TopicNames
+from _replay_clock import FakeClock
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 REAL = SHARED / "real-formats"
@@ -268,19 +269,6 @@ def test_real_archive_prefix_replays_every_poll_in_time_order():
     assert len({m.key for m in msgs}) == 4 and msgs[0].time == DAY0 + 1  # the four Lenovo nodes answer
 
 
-class FakeClock:
-    def __init__(self):
-        self.now, self.sleeps = 0.0, []
-
-    def monotonic(self):
-        return self.now
-
-    def sleep(self, dt):
-        self.sleeps.append(dt)
-        self.now += dt
-
-    def time(self):
-        return time.time()
 
 
 @pytest.mark.broker
