@@ -1,6 +1,6 @@
 """Archive replay benchmark (not a test): time-ordered buffering of a FASRC archive, and the worker check.
 
-    .venv/bin/python benchmarks/bench_archive_replay.py [--archive A] [--limit N] [--worker]
+    .venv/bin/python benchmarks/bench_archive_replay.py [--archive A] [--limit N] [--worker] [--timeout S]
         [--out benchmarks/results/archive_replay.json]
 
 Buffering (``connectors.fasrc.buffer_archive_polls``, what ``hpcguard replay`` does before
@@ -64,7 +64,7 @@ def _count(bootstrap: str, topic: str, idle_s: float = 5.0) -> tuple[int, dict]:
     return n, kinds
 
 
-def through_worker(archive: str, limit: int | None, timeout_s: float = 900.0) -> dict:
+def through_worker(archive: str, limit: int | None, timeout_s: float = 3600.0) -> dict:
     from hpcguard.connectors.broker import EmbeddedBroker
     from hpcguard.connectors.kafka import ensure_topics
     from hpcguard.connectors.replay import dry_run
@@ -95,9 +95,14 @@ def through_worker(archive: str, limit: int | None, timeout_s: float = 900.0) ->
                        replay_wall_s=round(time.perf_counter() - t0, 1),
                        replay_messages_per_s=report["messages_per_s"])
             deadline = time.monotonic() + timeout_s
-            samples = 0
+            samples, seen, still_since = 0, None, time.monotonic()
             while time.monotonic() < deadline and samples < expected:
                 samples, _ = _count(broker.bootstrap, names.samples_ipmi, idle_s=2.0)
+                now = (samples, _count(broker.bootstrap, names.dlq, idle_s=2.0)[0])
+                if now != seen:
+                    seen, still_since = now, time.monotonic()
+                elif time.monotonic() - still_since > 180:
+                    break  # the worker stopped producing: report what it made
                 if worker.poll() is not None:
                     raise RuntimeError(f"worker exited {worker.returncode}: {Path(tmp, 'worker.log').read_text()[-2000:]}")
             out["worker_wall_s"] = round(time.perf_counter() - t0, 1)
@@ -119,11 +124,13 @@ def main() -> None:
     ap.add_argument("--archive", default=str(ARCHIVE))
     ap.add_argument("--limit", type=int, default=None, help="first N per-node logs (default: the whole archive)")
     ap.add_argument("--worker", action="store_true", help="also replay through a worker and count its samples")
+    ap.add_argument("--timeout", type=float, default=3600.0,
+                    help="seconds to wait for the worker's samples after the replay (default 3600)")
     ap.add_argument("--out", default="benchmarks/results/archive_replay.json")
     args = ap.parse_args()
     result = {"buffering": buffering(args.archive, args.limit)}
     if args.worker:
-        result["worker"] = through_worker(args.archive, args.limit)
+        result["worker"] = through_worker(args.archive, args.limit, args.timeout)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

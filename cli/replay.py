@@ -116,6 +116,7 @@ def replay_command(
         fail(str(exc))
     if json_out:
         emit_json(report)
+        _exit_if_undelivered(report)
         return
     from rich.console import Console
     from rich.table import Table
@@ -132,6 +133,16 @@ def replay_command(
     Console().print(table)
     for line in report.get("coverage_warnings", []):
         typer.secho(f"warning: coverage {line}", err=True, fg=typer.colors.YELLOW)
+    _exit_if_undelivered(report)
+
+
+def _exit_if_undelivered(report: dict) -> None:
+    """Records the broker never acknowledged are a failed replay, not a footnote: exit 1."""
+    lost = sum(report.get("undelivered", {}).values())
+    if lost:
+        typer.secho(f"error: {lost:,} record(s) were not delivered ({report.get('last_delivery_error') or 'no reason'})"
+                    "; the topics hold an incomplete replay", err=True, fg=typer.colors.RED)
+        raise typer.Exit(1)
 
 
 def _archive_progress():

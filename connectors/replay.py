@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections import deque
 import math
 import time as _time
 from dataclasses import dataclass
@@ -303,6 +304,11 @@ def _topics_for(planned: list[tuple[Path, str, str | None]], topics: TopicSettin
     return sorted(names)
 
 
+#: bytes of sent-but-unacknowledged records before replay waits for the oldest (backpressure)
+MAX_IN_FLIGHT_BYTES = 8 * 2**20
+DELIVERY_WAIT_S = 120.0
+
+
 def pace_delay(record_time: float, first_time: float, speed: float, elapsed_s: float) -> float:
     """Seconds to wait before publishing a record so that replay runs at ``speed``× real time.
 
@@ -344,6 +350,25 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
         return errback
 
     dlq = topics.name("dlq")
+    # why: unbounded sends queue faster than a slow broker drains; batches older than the producer's
+    # delivery timeout then expire undelivered.  Waiting for the oldest sends keeps the queue short.
+    in_flight: deque = deque()
+    in_flight_bytes = 0
+
+    def send(topic: str, key: str, value: dict) -> None:
+        nonlocal in_flight_bytes
+        data = json.dumps(value).encode()
+        in_flight.append((producer.send(topic, key=key.encode(), value=data).add_errback(on_error(topic)),
+                          len(data)))
+        in_flight_bytes += len(data)
+        while in_flight_bytes > MAX_IN_FLIGHT_BYTES:
+            future, size = in_flight.popleft()
+            in_flight_bytes -= size
+            try:
+                future.get(timeout=DELIVERY_WAIT_S)
+            except Exception:  # noqa: BLE001 — counted by the errback, reported as undelivered
+                pass
+
     published: dict[str, int] = {}
     errors: dict[str, int] = {}
     t_first = None
@@ -354,9 +379,7 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
         for item in iter_recorded(paths, fmt, topics, ipmi, sacct, limit):
             if isinstance(item, Rejected):
                 errors[item.kind] = errors.get(item.kind, 0) + 1
-                letter = item.dead_letter(_time.time())
-                producer.send(dlq, key=item.source.encode(), value=json.dumps(letter).encode()).add_errback(
-                    on_error(dlq))
+                send(dlq, item.source, item.dead_letter(_time.time()))
                 published[dlq] = published.get(dlq, 0) + 1
                 continue
             if speed is not None:
@@ -368,8 +391,7 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
                     ahead = pace_delay(item.time, t_first, speed, _time.monotonic() - pace0)
                     if ahead > 0:
                         _time.sleep(ahead)
-            producer.send(item.topic, key=item.key.encode(), value=json.dumps(item.value).encode()).add_errback(
-                on_error(item.topic))
+            send(item.topic, item.key, item.value)
             published[item.topic] = published.get(item.topic, 0) + 1
             if bar is not None and sum(published.values()) % 2000 == 0:
                 bar[0].update(bar[1], completed=sum(published.values()))

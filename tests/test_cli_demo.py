@@ -37,8 +37,8 @@ def test_demo_json_with_influx_and_metrics(tmp_path, influxdb):
             text = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2).text
             if "hpcguard_records_in_total{" in text:
                 scraped = text
-        except requests.ConnectionError:
-            pass
+        except (requests.ConnectionError, requests.Timeout):
+            pass  # not up yet, or busy for a moment: the loop asks again
         time.sleep(1.0)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-3000:]

@@ -1,13 +1,13 @@
 """CLI: checkpoint interval/shiraz, failures fit, fars select (issue 5)."""
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from hpcguard.cli import app
+from _shared import SHARED_DATA
 
-LANL = Path(__file__).resolve().parents[2] / "shared/data/lanl-failures/LA-UR-05-7318-failure-data-1996-2005.csv.xz"
+LANL = SHARED_DATA / "lanl-failures/LA-UR-05-7318-failure-data-1996-2005.csv.xz"
 runner = CliRunner()
 
 

@@ -16,8 +16,9 @@ from hpcguard.connectors.mapping import SensorMapping
 from hpcguard.connectors.recorded import load_sensor_grid
 from hpcguard.connectors.replay import dry_run, iter_recorded
 from hpcguard.models.features import CANONICAL_SENSORS
+from _shared import SHARED_DATA
 
-ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "fasrc-ipmi" / "ipmi-2025-06-03.tar.xz"
+ARCHIVE = SHARED_DATA / "fasrc-ipmi" / "ipmi-2025-06-03.tar.xz"
 needs_archive = pytest.mark.skipif(not ARCHIVE.is_file(), reason=f"FASRC archive not found at {ARCHIVE}")
 DAY0 = 1748908800.0  # 2025-06-03 00:00:00 UTC
 FAN = CANONICAL_SENSORS.index("cpu_fan_rpm")
@@ -161,7 +162,7 @@ def test_archive_replays_through_the_broker_into_the_workers_decoder(tmp_path, k
     arc = small_archive(tmp_path / "day.tar.xz", {"holy1-2025-06-03.txt": LOG, "holy3-2025-06-03.txt": LOG})
     topics = TopicSettings(prefix=f"fa{int(time.time() * 1000) % 10**9}")
     report = replay([arc], kafka_settings, topics, progress=False)
-    raw, dlq = topics.name("raw.ipmi"), topics.name("dlq")
+    raw = topics.name("raw.ipmi")
     assert report["published"] == {raw: 6} and report["errors"] == {}
     consumer = KafkaConsumer(raw, **kafka_python_config(kafka_settings), auto_offset_reset="earliest",
                              consumer_timeout_ms=5000, enable_auto_commit=False)

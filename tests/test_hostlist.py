@@ -1,10 +1,10 @@
 import json
-from pathlib import Path
 
 import pytest
 
 from hpcguard.connectors.errors import ParseError
 from hpcguard.connectors.hostlist import compress_hostlist, expand_hostlist
+from _shared import SHARED_DATA
 
 
 @pytest.mark.parametrize("expr, expected", [
@@ -62,7 +62,7 @@ def test_compress_shape():
     assert compress_hostlist(["n001", "n002"]) == "n[001-002]"
 
 
-CASES = Path("/work/shared/data/real-formats/hostlist/cases.json")
+CASES = SHARED_DATA / "real-formats/hostlist/cases.json"
 
 
 def _matches(case: dict) -> bool:

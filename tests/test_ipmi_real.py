@@ -5,7 +5,6 @@ needs a node and time; Telegraf metric_version 1 lines are derived from the ipmi
 dumps by a line-for-line port of Telegraf's ``parseV1`` (no Telegraf binary here).
 """
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,9 @@ from hpcguard.connectors.ipmi import (IpmiInput, TimeLine, decode_ipmi_envelope,
                                       parse_telegraf_line, read_ipmi_file, read_ipmi_lines)
 from hpcguard.connectors.recorded import load_sensor_grid
 from hpcguard.connectors.replay import dry_run
+from _shared import SHARED_DATA
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real-formats" / "ipmi"
+REAL = SHARED_DATA / "real-formats" / "ipmi"
 pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason=f"real-format corpus not found at {REAL}")
 T0 = 1700000000.0
 

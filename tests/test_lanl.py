@@ -1,14 +1,14 @@
 """LANL failure records: loader and seed 003 Tab. 7.2 Weibull parameters of systems 8 and 18."""
 import lzma
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hpcguard.connectors.lanl import interarrival_hours, load_lanl
 from hpcguard.models.distributions import fit_weibull
+from _shared import SHARED_DATA
 
-LANL = Path(__file__).resolve().parents[2] / "shared/data/lanl-failures/LA-UR-05-7318-failure-data-1996-2005.csv.xz"
+LANL = SHARED_DATA / "lanl-failures/LA-UR-05-7318-failure-data-1996-2005.csv.xz"
 HEADER = ("System,machine type,nodes,procstot,procsinnode,nodenum,nodenumz,node install,node prod,node decom,"
           "fru type,mem,cputype,memtype,num intercon,purpose,Prob Started,Prob Fixed,Down Time,Facilities,"
           "Hardware,Human Error,Network,Undetermined,Software,Same Event\n")

@@ -1,13 +1,13 @@
 """LDMS output written by the LDMS project itself (../shared/data/real-formats/ldms, PROVENANCE.md there)."""
 import json
-from pathlib import Path
 
 import pytest
 
 from hpcguard.connectors.errors import ParseError, Rejected
 from hpcguard.connectors.ldms import LdmsColumns, LdmsDecoder, read_store_csv
+from _shared import SHARED_DATA
 
-DIR = Path("/work/shared/data/real-formats/ldms")
+DIR = SHARED_DATA / "real-formats/ldms"
 pytestmark = pytest.mark.skipif(not DIR.is_dir(), reason="real-formats corpus not available")
 NET = DIR / "ovis_quickstart" / "procnetdev"
 COLUMNS = LdmsColumns()  # LDMS's own names, not the environment's settings

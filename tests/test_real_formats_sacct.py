@@ -1,14 +1,14 @@
 """sacct dumps written by other projects (../shared/data/real-formats/sacct, PROVENANCE.md there)."""
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
 from hpcguard.connectors.errors import Rejected
 from hpcguard.connectors.sacct import SacctDialect, decode_slurm_envelope, job_events, read_sacct
+from _shared import SHARED_DATA
 
-DIR = Path("/work/shared/data/real-formats/sacct")
+DIR = SHARED_DATA / "real-formats/sacct"
 pytestmark = pytest.mark.skipif(not DIR.is_dir(), reason="real-formats corpus not available")
 UTC = SacctDialect()
 

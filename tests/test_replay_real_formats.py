@@ -35,8 +35,9 @@ from hpcguard.models.features import CANONICAL_SENSORS
 from hpcguard.settings import Settings, TopicSettings
 from hpcguard.streams.topics import TopicNames
 from _replay_clock import FakeClock
+from _shared import SHARED_DATA
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = SHARED_DATA
 REAL = SHARED / "real-formats"
 ARCHIVE = SHARED / "fasrc-ipmi" / "ipmi-2025-06-03.tar.xz"
 pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason=f"real-format samples not found at {REAL}")

@@ -9,8 +9,9 @@ import os
 import pytest
 
 from hpcguard.connectors.swf import load_swf, parse_swf, trace_stats
+from _shared import SHARED_DATA
 
-NASA = "/work/shared/data/workloads/NASA-iPSC-1993-3.1-cln.swf.gz"
+NASA = str(SHARED_DATA / "workloads/NASA-iPSC-1993-3.1-cln.swf.gz")
 
 SMALL = """; Version: 2.2
 ; MaxNodes: 4
@@ -77,7 +78,7 @@ def test_over_capacity_schedule_is_refused():
     assert s["offered_load"] == pytest.approx(40 / (2 * 15))
 
 
-REAL = "/work/shared/data/real-formats/swf"
+REAL = str(SHARED_DATA / "real-formats/swf")
 
 
 @pytest.mark.skipif(not os.path.isdir(REAL), reason="real-formats corpus not available")
