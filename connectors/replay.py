@@ -326,7 +326,9 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
     ``speed=None`` publishes as fast as possible; ``speed=X`` paces messages at X×
     real time by record time, from the first telemetry record on (Slurm job events
     before it are published at once).  Rejected records go to ``<prefix>.dlq`` as
-    ``DeadLetter`` JSON.
+    ``DeadLetter`` JSON.  Sending waits for the broker while ``MAX_IN_FLIGHT_BYTES`` are
+    unacknowledged, so a slow broker slows the replay instead of expiring batches; records
+    the broker still refused are reported in ``undelivered`` (``hpcguard replay`` exits 1).
     """
     from kafka import KafkaProducer
 
