@@ -8,12 +8,17 @@ Without ``--speed`` the replay runs as fast as it can (throughput, ratio to the 
 consumer); with ``--speed 60`` it is paced at 60× real time, so the sample→action
 latency measures the pipeline, not a backlog.  Latencies are wall time from the raw
 record's arrival in Kafka (``ingest_time``/``trigger_time``, carried by the records) to the
-broker timestamp of the node prediction or action it triggered.
+broker timestamp of the node prediction or action it triggered.  The machine's load averages
+before and after the run go into the JSON too: on a shared machine they say how far the
+absolute numbers can be trusted (the ratio to the bare consumer, measured in the same run, depends
+on it less).  Latencies are also given without the first 15 s of triggers (``*_after_15s``), which
+arrive while the workers still join their consumer groups.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -55,6 +60,17 @@ def bare_consumer_msgs_per_s(k: KafkaSettings, topics: list[str]) -> dict:
     return {"messages": n, "msgs_per_s": n / (last - start) if n else 0.0}
 
 
+WARMUP_S = 15.0
+
+
+def _latencies_ms(records: list[tuple[dict, int]], field: str, warmup_s: float = 0.0) -> list[float]:
+    """Broker time of each output minus the wall time its trigger reached Kafka (``field``, s), for
+    triggers at least ``warmup_s`` after the first one."""
+    sent = [(r[field], ts) for r, ts in records if r.get(field)]
+    first = min((t for t, _ in sent), default=0.0)
+    return [ts - 1000.0 * t for t, ts in sent if t >= first + warmup_s]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--nodes", type=int, default=32)
@@ -65,7 +81,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/pipeline.json")
     args = ap.parse_args()
 
-    result: dict = {"features": feature_values_per_s()}
+    result: dict = {"load_avg_before": os.getloadavg(), "cpus": os.cpu_count(), "features": feature_values_per_s()}
     with EmbeddedBroker() as broker:
         summary = run_demo(DemoConfig(nodes=args.nodes, hours=args.hours, seed=args.seed, speed=args.speed,
                                       detector=args.detector, bootstrap=broker.bootstrap, quiet=True))
@@ -74,12 +90,18 @@ def main() -> None:
         raw = list(topics.ldms) + [topics.raw_ipmi, topics.raw_slurm]
         bare = bare_consumer_msgs_per_s(k, raw)
         predictions = read_topic(k, topics.predictions)
-    prediction_ms = [ts - 1000.0 * p["ingest_time"] for p, ts in predictions if p.get("ingest_time")]
+        actions = read_topic(k, topics.actions)
     result["pipeline"] = {"msgs_per_s": summary["throughput_msgs_per_s"], "latency_ms": summary["latency_ms"],
-                          "prediction_latency_ms": _percentiles(prediction_ms),
+                          "prediction_latency_ms": _percentiles(_latencies_ms(predictions, "ingest_time")),
+                          # without the records that arrived while the workers were still joining their groups
+                          f"latency_ms_after_{WARMUP_S:.0f}s": _percentiles(
+                              _latencies_ms(actions, "trigger_time", WARMUP_S)),
+                          f"prediction_latency_ms_after_{WARMUP_S:.0f}s": _percentiles(
+                              _latencies_ms(predictions, "ingest_time", WARMUP_S)),
                           "replayed_records": summary["replayed_records"], "nodes": args.nodes, "hours": args.hours,
                           "speed": args.speed, "actions": summary.get("actions"), "dead_letters": summary.get("dead_letters")}
     result["bare_consumer"] = bare
+    result["load_avg_after"] = os.getloadavg()
     result["pipeline_over_bare"] = (summary["throughput_msgs_per_s"] or 0) / bare["msgs_per_s"] if bare[
         "msgs_per_s"] else None
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -209,13 +209,15 @@ def stop_workers(workers: list[tuple]) -> None:
 def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Path, workers: int = 1,
                  speed: float | None = None, env: dict[str, str] | None = None, quiet: bool = False,
                  timeout_s: float = 600.0, metrics_port: int | None = None,
-                 groups: list[list[str]] | None = None) -> dict[str, Any]:
+                 groups: list[list[str]] | None = None, settle: bool = False) -> dict[str, Any]:
     """Replay ``data_dir`` through ``workers`` worker processes on ``settings.kafka`` and wait
     until they drained it. Returns the worker counters, replayed count and elapsed seconds.
 
     ``groups`` (paths inside ``data_dir``) are replayed one group after another, each in
     time order — e.g. ``[["slurm"], ["ipmi"], ["ldms"]]`` publishes whole topics out of
-    order; by default the directory is replayed as one time-ordered stream.
+    order; by default the directory is replayed as one time-ordered stream.  ``settle``:
+    after draining, wait ``worker.idle_s`` for the sources that went quiet (failed nodes)
+    to go idle, so their last steps and IO windows close too.
     """
     from hpcguard.connectors.kafka import ensure_topics
     from hpcguard.connectors.replay import replay
@@ -241,6 +243,11 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
             published.update(report["published"])
         replayed = int(sum(published.values()))
         drained_at, counters = _wait_for_drain(procs, topics, dict(published), timeout_s)
+        if settle:
+            # the last steps and IO windows of nodes that went quiet (failed nodes) close by processing-time
+            # idleness: give the workers that long, then wait for their outputs to settle again
+            time.sleep(float(env.get("HPCGUARD_WORKER__IDLE_S") or settings.worker.idle_s) + 2.0)
+            counters = _wait_for_drain(procs, topics, dict(published), timeout_s)[1]
         # throughput counts from the workers' first output, so their start-up is not charged to the pipeline
         first_out = _first_timestamp(k, [topics.samples_io, topics.samples_os, topics.samples_ipmi])
         elapsed = drained_at - max(started, first_out or started)
@@ -293,11 +300,13 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
         model_dir, from_cache = (cfg.model, False) if cfg.model else demo_model(cfg, workdir)
         env = {**pfs["env"], **(cfg.worker_env or {})}  # PFS scenario: worker CanarIO settings
+        # the site's inventory: the IO windows wait for every node, whichever worker normalizes its samples
+        env.setdefault("HPCGUARD_DOOR__NODES", ",".join(json.loads((data_dir / "meta.json").read_text())["nodes"]))
         if cfg.influx:
             env["HPCGUARD_INFLUX__URL"] = cfg.influx
             env["HPCGUARD_INFLUX__VERSION"] = str(cfg.influx_version)
         run = run_pipeline(settings, data_dir, model_dir, workdir, cfg.workers, cfg.speed, env, cfg.quiet,
-                           cfg.timeout_s, cfg.metrics_port)
+                           cfg.timeout_s, cfg.metrics_port, settle=True)
         summary = build_summary(k, run["topics"], data_dir, broker_desc, cfg, run["counters"], run["replayed"],
                                 run["elapsed"])
         summary["model_dir"], summary["model_from_cache"] = model_dir, from_cache

@@ -1,6 +1,6 @@
 """Scheduler adapters: turn an action into scheduler operations and say what happened.
 
-One small interface: ``adapter.apply(action) -> AckResult``.  ``action`` is a plain
+One small interface: ``adapter.apply(action) -> ActionAck``.  ``action`` is a plain
 dict with the fields of ``streams.records.Action`` (action_id, kind, job_id, nodes,
 deadline, source, reason, time).  Adapters never build shell commands; they validate
 every id they pass on (``connectors.validation``) and run argv lists with timeouts.
@@ -8,13 +8,13 @@ every id they pass on (``connectors.validation``) and run argv lists with timeou
 Adapters: ``dry-run`` (audit log only), ``command`` (site executables per kind),
 ``simulator`` (in-memory, for the cluster simulator), ``slurm`` (``connectors.slurm``).
 Adapters that can tell what an interrupted attempt did also have ``verify(action,
-claimed_at) -> AckResult`` (``applied``/``skipped``/``failed``/``unknown``), used by
+claimed_at) -> ActionAck`` (``applied``/``skipped``/``failed``/``unknown``), used by
 ``Governor.reconcile`` at worker start.
 ``make_adapter(kind, settings, **opts)`` builds one; ``connectors.governor.Governor``
 wraps any of them with the safety limits and the exactly-once ledger.
 
 Writing another scheduler's adapter (e.g. Flux) is a single module: a class with
-``name``, ``apply(action) -> AckResult`` that calls ``validate_action`` first, maps the
+``name``, ``apply(action) -> ActionAck`` that calls ``validate_action`` first, maps the
 seven kinds to the scheduler's commands (Flux: ``flux job kill -s SIG`` for checkpoint,
 ``flux resource drain/undrain`` for drain/resume, ``flux job urgency JOBID hold|default``
 for delay/release), verifies by reading state back, and optionally ``job_info(job_id)``
@@ -41,13 +41,14 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Protocol
 
-# ``unknown``: an interrupted attempt whose effect the scheduler cannot confirm (``Governor.reconcile``).
-ACK_STATUSES = ("applied", "skipped", "failed", "refused", "duplicate", "unknown")
-
 
 @dataclass
-class AckResult:
-    """What an adapter did with one action (``status`` is one of ACK_STATUSES)."""
+class ActionAck:
+    """What an adapter did with one action: the one ack type, and the ``actions.ack`` record.
+
+    ``status`` is one of ``connectors.validation.ACK_STATUSES``; :meth:`as_dict` is the
+    record's JSON fields (``v``: schema version), checked at the door as ``ActionAck``.
+    """
 
     action_id: str
     status: str
@@ -58,6 +59,7 @@ class AckResult:
     detail: str = ""
     output: str = ""
     time: float = field(default_factory=time.time)
+    v: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,7 +68,7 @@ class AckResult:
 class SchedulerAdapter(Protocol):
     name: str
 
-    def apply(self, action: Mapping[str, Any]) -> AckResult: ...
+    def apply(self, action: Mapping[str, Any]) -> ActionAck: ...
 
 
 class DryRunAdapter:
@@ -81,15 +83,15 @@ class DryRunAdapter:
         parent = os.path.dirname(os.path.abspath(audit_log))
         os.makedirs(parent, exist_ok=True)
 
-    def apply(self, action: Mapping[str, Any]) -> AckResult:
-        ack = AckResult(action_id=str(action.get("action_id", "")), status="skipped", adapter=self.name,
+    def apply(self, action: Mapping[str, Any]) -> ActionAck:
+        ack = ActionAck(action_id=str(action.get("action_id", "")), status="skipped", adapter=self.name,
                         kind=str(action.get("kind", "")), job_id=action.get("job_id"),
                         nodes=list(action.get("nodes") or []), detail="dry-run: recorded in audit log, not executed")
         with self._lock, open(self.audit_log, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"action": dict(action), "ack": ack.as_dict()}, default=str) + "\n")
         return ack
 
-    def verify(self, action: Mapping[str, Any], claimed_at: float) -> AckResult:
+    def verify(self, action: Mapping[str, Any], claimed_at: float) -> ActionAck:
         """After an interruption: ``skipped`` when the audit log holds the action, else ``failed`` (nothing done)."""
         action_id = str(action.get("action_id", ""))
         recorded = False
@@ -102,7 +104,7 @@ class DryRunAdapter:
                         continue  # a line cut short by the interruption itself
                     if recorded:
                         break
-        ack = AckResult(action_id=action_id, status="skipped" if recorded else "failed", adapter=self.name,
+        ack = ActionAck(action_id=action_id, status="skipped" if recorded else "failed", adapter=self.name,
                         kind=str(action.get("kind", "")), job_id=action.get("job_id"),
                         nodes=list(action.get("nodes") or []),
                         detail="dry-run: recorded in audit log, not executed" if recorded
@@ -110,9 +112,9 @@ class DryRunAdapter:
         return ack
 
 
-def _refused(action: Any, adapter: str, err: Exception) -> AckResult:
+def _refused(action: Any, adapter: str, err: Exception) -> ActionAck:
     action_id = str(action.get("action_id", ""))[:128] if isinstance(action, Mapping) else ""
-    return AckResult(action_id=action_id, status="refused", adapter=adapter, detail=f"invalid action: {err}")
+    return ActionAck(action_id=action_id, status="refused", adapter=adapter, detail=f"invalid action: {err}")
 
 
 PLACEHOLDERS = ("action_id", "kind", "job_id", "nodes", "reason", "source", "deadline")
@@ -153,48 +155,39 @@ class CommandAdapter:
     stdout/stderr go into the ack.  A kind without a command, or with an empty one, is
     ``skipped``.
 
+    ``verify`` maps a kind to a command of the same form that tells, after a crash, what an
+    interrupted attempt did (``Governor.reconcile``): exit 0 → ``applied`` (the effect is
+    there), 1 → ``not_applied`` (no effect: reconcile runs the action now), ``skipped_exit``
+    → ``skipped``, anything else or a timeout → ``unknown`` for an operator.  A kind without
+    a verify command stays ``unknown``.
+
     Example
     -------
     >>> ack = CommandAdapter({"drain": ["/bin/echo", "{nodes}"]}).apply({"action_id": "a", "kind": "drain",
     ...                                                                  "nodes": ["n1", "n2"]})
     >>> ack.status, ack.output
     ('applied', 'n1,n2')
+    >>> CommandAdapter({"drain": ["/bin/true"]}, verify={"drain": ["/bin/false", "{action_id}"]}).verify(
+    ...     {"action_id": "a", "kind": "drain", "nodes": ["n1"]}, 0.0).status
+    'not_applied'
     """
 
     name = "command"
 
     def __init__(self, commands: Mapping[str, list[str] | tuple[str, ...] | str], timeout_s: float = 30.0,
-                 skipped_exit: int = 3, env: Mapping[str, str] | None = None):
-        from hpcguard.connectors.validation import ACTION_KINDS, NODE_KINDS
-
-        self.commands: dict[str, list[str]] = {}
-        self.templated: set[str] = set()
-        for kind, argv in commands.items():
-            if kind not in ACTION_KINDS:
-                raise ValueError(f"unknown action kind {kind!r} in command adapter configuration")
-            argv = [argv] if isinstance(argv, str) else [str(a) for a in argv]
-            if not argv:  # an empty command: this kind is deliberately not handled
-                self.commands[kind] = []
-                continue
-            if not os.path.isabs(argv[0]) or not os.access(argv[0], os.X_OK):
-                raise ValueError(f"command for {kind!r} must start with an absolute path to an executable: {argv!r}")
-            used = set().union(*(template_fields(a) for a in argv[1:])) if argv[1:] else set()
-            if template_fields(argv[0]):
-                raise ValueError(f"command for {kind!r}: the executable path cannot hold placeholders: {argv[0]!r}")
-            if "job_id" in used and kind in NODE_KINDS - {"migrate"}:
-                raise ValueError(f"command for {kind!r} uses {{job_id}}, but {kind} actions carry no job id")
-            if used:
-                self.templated.add(kind)
-            self.commands[kind] = argv
+                 skipped_exit: int = 3, env: Mapping[str, str] | None = None,
+                 verify: Mapping[str, list[str] | tuple[str, ...] | str] | None = None):
+        self.commands, self.templated = _argv_table(commands, "command")
+        self.verify_commands, self.verify_templated = _argv_table(verify or {}, "verify command")
         self.timeout_s = timeout_s
         self.skipped_exit = skipped_exit
         self.env = None if env is None else dict(env)
 
-    def argv(self, va: Any) -> list[str] | None:
-        base = self.commands.get(va.kind)
+    def argv(self, va: Any, verify: bool = False) -> list[str] | None:
+        base = (self.verify_commands if verify else self.commands).get(va.kind)
         if not base:
             return None
-        if va.kind in self.templated:
+        if va.kind in (self.verify_templated if verify else self.templated):
             values = {"action_id": va.action_id, "kind": va.kind, "job_id": va.job_id or "",
                       "nodes": ",".join(va.nodes), "reason": va.reason_text, "source": va.source,
                       "deadline": "" if va.deadline is None else f"{va.deadline:.0f}"}
@@ -206,19 +199,37 @@ class CommandAdapter:
             argv += ["--nodes", ",".join(va.nodes)]
         return argv + ["--reason", va.reason_text]
 
-    def apply(self, action: Mapping[str, Any]) -> AckResult:
+    def apply(self, action: Mapping[str, Any]) -> ActionAck:
         from hpcguard.connectors.validation import ValidationError, validate_action
 
         try:
             va = validate_action(action)
         except ValidationError as err:
             return _refused(action, self.name, err)
-        ack = AckResult(action_id=va.action_id, status="skipped", adapter=self.name, kind=va.kind, job_id=va.job_id,
+        ack = ActionAck(action_id=va.action_id, status="skipped", adapter=self.name, kind=va.kind, job_id=va.job_id,
                         nodes=list(va.nodes))
         argv = self.argv(va)
         if argv is None:
             ack.detail = f"no command configured for {va.kind}"
             return ack
+        return self._run(argv, va, ack, {0: "applied", self.skipped_exit: "skipped"}, "failed")
+
+    def verify(self, action: Mapping[str, Any], claimed_at: float) -> ActionAck:
+        """After an interruption: what the kind's verify command says (see the class docstring)."""
+        from hpcguard.connectors.validation import validate_action
+
+        va = validate_action(action)
+        ack = ActionAck(action_id=va.action_id, status="unknown", adapter=self.name, kind=va.kind, job_id=va.job_id,
+                        nodes=list(va.nodes))
+        argv = self.argv(va, verify=True)
+        if argv is None:
+            ack.detail = (f"no verify command configured for {va.kind} ([adapter.verify]), so what the interrupted "
+                          f"attempt did cannot be told")
+            return ack
+        return self._run(argv, va, ack, {0: "applied", 1: "not_applied", self.skipped_exit: "skipped"}, "unknown")
+
+    def _run(self, argv: list[str], va: Any, ack: ActionAck, by_exit: Mapping[int, str], otherwise: str) -> ActionAck:
+        """Run ``argv`` with the action as JSON on stdin; the exit status picks ``ack.status``."""
         payload = json.dumps({"action_id": va.action_id, "kind": va.kind, "job_id": va.job_id,
                               "nodes": list(va.nodes), "reason": va.reason_text, "source": va.source,
                               "deadline": va.deadline})
@@ -226,19 +237,41 @@ class CommandAdapter:
             done = subprocess.run(argv, input=payload, capture_output=True, text=True, timeout=self.timeout_s,
                                   env=self.env, check=False)
         except subprocess.TimeoutExpired:
-            ack.status, ack.detail = "failed", f"{argv[0]} timed out after {self.timeout_s:g} s"
+            ack.status, ack.detail = otherwise, f"{argv[0]} timed out after {self.timeout_s:g} s"
             return ack
         except OSError as err:
-            ack.status, ack.detail = "failed", f"{argv[0]} could not run: {err}"
+            ack.status, ack.detail = otherwise, f"{argv[0]} could not run: {err}"
             return ack
         ack.output = (done.stdout + done.stderr).strip()
-        if done.returncode == 0:
-            ack.status, ack.detail = "applied", f"{argv[0]} exited 0"
-        elif done.returncode == self.skipped_exit:
-            ack.status, ack.detail = "skipped", f"{argv[0]} exited {done.returncode} (skipped)"
-        else:
-            ack.status, ack.detail = "failed", f"{argv[0]} exited {done.returncode}"
+        ack.status = by_exit.get(done.returncode, otherwise)
+        ack.detail = f"{argv[0]} exited {done.returncode}" + (f" ({ack.status})" if done.returncode else "")
         return ack
+
+
+def _argv_table(table: Mapping[str, Any], what: str) -> tuple[dict[str, list[str]], set[str]]:
+    """Checked argv templates per action kind, and the kinds whose templates hold placeholders."""
+    from hpcguard.connectors.validation import ACTION_KINDS, NODE_KINDS
+
+    commands: dict[str, list[str]] = {}
+    templated: set[str] = set()
+    for kind, argv in table.items():
+        if kind not in ACTION_KINDS:
+            raise ValueError(f"unknown action kind {kind!r} in command adapter configuration")
+        argv = [argv] if isinstance(argv, str) else [str(a) for a in argv]
+        if not argv:  # an empty command: this kind is deliberately not handled
+            commands[kind] = []
+            continue
+        if not os.path.isabs(argv[0]) or not os.access(argv[0], os.X_OK):
+            raise ValueError(f"{what} for {kind!r} must start with an absolute path to an executable: {argv!r}")
+        used = set().union(*(template_fields(a) for a in argv[1:])) if argv[1:] else set()
+        if template_fields(argv[0]):
+            raise ValueError(f"{what} for {kind!r}: the executable path cannot hold placeholders: {argv[0]!r}")
+        if "job_id" in used and kind in NODE_KINDS - {"migrate"}:
+            raise ValueError(f"{what} for {kind!r} uses {{job_id}}, but {kind} actions carry no job id")
+        if used:
+            templated.add(kind)
+        commands[kind] = argv
+    return commands, templated
 
 
 class SimulatorAdapter:
@@ -262,7 +295,7 @@ class SimulatorAdapter:
         self.total_nodes = total_nodes
         self.handler = handler
         self.jobs = dict(jobs or {})
-        self.applied: list[AckResult] = []
+        self.applied: list[ActionAck] = []
         self.drained: set[str] = set()
 
     def node_count(self) -> int | None:
@@ -271,7 +304,7 @@ class SimulatorAdapter:
     def job_info(self, job_id: str) -> Mapping[str, Any] | None:
         return self.jobs.get(job_id)
 
-    def apply(self, action: Mapping[str, Any]) -> AckResult:
+    def apply(self, action: Mapping[str, Any]) -> ActionAck:
         from hpcguard.connectors.validation import ValidationError, validate_action
 
         try:
@@ -284,18 +317,18 @@ class SimulatorAdapter:
                 self.drained.update(va.nodes)
             elif va.kind == "resume":
                 self.drained.difference_update(va.nodes)
-        ack = AckResult(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
+        ack = ActionAck(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
                         nodes=list(va.nodes), detail=detail)
         self.applied.append(ack)
         return ack
 
-    def verify(self, action: Mapping[str, Any], claimed_at: float) -> AckResult:
+    def verify(self, action: Mapping[str, Any], claimed_at: float) -> ActionAck:
         """After an interruption: the recorded outcome, or ``failed`` when this simulator never saw the action."""
         action_id = str(action.get("action_id", ""))
         for ack in self.applied:
             if ack.action_id == action_id:
                 return replace(ack)
-        return AckResult(action_id=action_id, status="failed", adapter=self.name, kind=str(action.get("kind", "")),
+        return ActionAck(action_id=action_id, status="failed", adapter=self.name, kind=str(action.get("kind", "")),
                          job_id=action.get("job_id"), nodes=list(action.get("nodes") or []),
                          detail="the simulator never received this action")
 
@@ -344,6 +377,7 @@ def make_adapter(kind: str, settings: Any = None, **opts: Any) -> SchedulerAdapt
                     f'drain = ["/usr/local/sbin/site-drain", "{{nodes}}", "--id", "{{action_id}}"], '
                     f"or KIND = [] to leave a kind unhandled (acknowledged as skipped)")
             opts["commands"] = commands
+            opts.setdefault("verify", dict(getattr(adapter_settings, "verify", None) or {}))
             opts.setdefault("timeout_s", getattr(adapter_settings, "timeout_s", 30.0))
         return CommandAdapter(**opts)
     if kind == "simulator":

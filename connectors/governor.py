@@ -1,6 +1,6 @@
 """Safety governor in front of every scheduler adapter, with a durable exactly-once ledger.
 
-``Governor(adapter, config, ledger_path).apply(action) -> AckResult`` runs, in order:
+``Governor(adapter, config, ledger_path).apply(action) -> ActionAck`` runs, in order:
 
 1. strict validation (``connectors.validation``): hostile values → ``refused``, nothing runs;
 2. time sanity: a deadline more than ``stale_grace_s`` in the past → ``refused`` (``stale``);
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from hpcguard.connectors.adapters import AckResult, SchedulerAdapter
+from hpcguard.connectors.adapters import ActionAck, SchedulerAdapter
 from hpcguard.connectors.validation import (ACTION_KINDS, ValidatedAction, ValidationError, validate_action,
                                             validate_job_id, validate_partition, validate_user)
 
@@ -83,13 +83,20 @@ _SCHEMA = (
         claimed REAL NOT NULL,
         finished REAL,
         action TEXT NOT NULL DEFAULT '{}',
-        owner TEXT NOT NULL DEFAULT ''
+        owner TEXT NOT NULL DEFAULT '',
+        source TEXT NOT NULL DEFAULT '',
+        acked INTEGER NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX IF NOT EXISTS actions_kind_time ON actions(kind, status, finished)",
     "CREATE TABLE IF NOT EXISTS drained (node TEXT PRIMARY KEY, action_id TEXT NOT NULL, time REAL NOT NULL)",
 )
 _COLUMNS = ("action_id", "kind", "job_id", "nodes", "status", "detail", "adapter", "attempts", "claimed", "finished",
-            "action", "owner")
+            "action", "owner", "source", "acked")
+# columns added after the first ledgers were written: name → SQL type and default
+_ADDED = {"action": "TEXT NOT NULL DEFAULT '{}'", "owner": "TEXT NOT NULL DEFAULT ''",
+          "source": "TEXT NOT NULL DEFAULT ''", "acked": "INTEGER NOT NULL DEFAULT 0"}
+# what a verify step answers when the interrupted attempt had no effect: reconcile runs the action now
+NOT_APPLIED = "not_applied"
 DEFAULT_LEDGER = "/var/lib/hpcguard/ledger.sqlite"
 
 
@@ -229,10 +236,9 @@ class Ledger:
                     for statement in _SCHEMA:
                         self._db.execute(statement)
                     present = {r[1] for r in self._db.execute("PRAGMA table_info(actions)")}
-                    for column in ("action", "owner"):  # ledgers written before these columns existed
+                    for column, sql in _ADDED.items():  # ledgers written before these columns existed
                         if column not in present:
-                            default = "'{}'" if column == "action" else "''"
-                            self._db.execute(f"ALTER TABLE actions ADD COLUMN {column} TEXT NOT NULL DEFAULT {default}")
+                            self._db.execute(f"ALTER TABLE actions ADD COLUMN {column} {sql}")
                 break
             except sqlite3.OperationalError as err:
                 if "locked" not in str(err) and "busy" not in str(err) or time.monotonic() > deadline:
@@ -286,14 +292,14 @@ class Ledger:
 
     # -- writes (call inside ``transaction()`` where several must be atomic)
     def claim(self, va: ValidatedAction, now: float, owner: str, check: Callable[[], str],
-              record: bool = True) -> tuple[str, dict[str, Any] | str]:
+              record: bool = True, source: str = "") -> tuple[str, dict[str, Any] | str]:
         """Look up, check and claim ``va`` in one ``BEGIN IMMEDIATE`` transaction.
 
         Returns ``("duplicate", row)`` for an id already in the ledger (unless an operator
         marked it ``retry``), ``("refused", reason)`` when ``check()`` (run inside the
         transaction, so it sees every other process's claims) names one, else
         ``("claimed", "")`` with the row now ``executing``.  ``record=False`` (dry run)
-        writes nothing.
+        writes nothing.  ``source`` names the record the action came from (``topic:partition:offset``).
         """
         with self.transaction():
             row = self.get(va.action_id)
@@ -306,13 +312,13 @@ class Ledger:
                 payload = json.dumps(dict(va.raw), default=str)[:100_000]
                 if row is None:
                     self._db.execute("INSERT INTO actions (action_id, kind, job_id, nodes, status, detail, claimed, "
-                                     "finished, action, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                     "finished, action, owner, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                      (va.action_id, va.kind, va.job_id, json.dumps(list(va.nodes)), status,
-                                      detail[:2000], now, now if reason else None, payload, owner))
+                                      detail[:2000], now, now if reason else None, payload, owner, source))
                 else:
                     self._db.execute("UPDATE actions SET status=?, detail=?, attempts=attempts+1, claimed=?, "
-                                     "finished=?, action=?, owner=? WHERE action_id=?",
-                                     (status, detail[:2000], now, now if reason else None, payload, owner,
+                                     "finished=?, action=?, owner=?, source=?, acked=0 WHERE action_id=?",
+                                     (status, detail[:2000], now, now if reason else None, payload, owner, source,
                                       va.action_id))
         return ("refused", reason) if reason else ("claimed", "")
 
@@ -329,6 +335,18 @@ class Ledger:
                 return False
             self._mark_drained(action_id, drained_by_us, resumed, now)
         return True
+
+    def take_over(self, action_id: str, owner: str, new_owner: str) -> bool:
+        """Move an ``executing`` row from ``owner`` (gone) to ``new_owner``; False when another process was first."""
+        with self.transaction():
+            cur = self._db.execute("UPDATE actions SET owner=? WHERE action_id=? AND status='executing' AND owner=?",
+                                   (new_owner, action_id, owner))
+        return cur.rowcount == 1
+
+    def mark_acked(self, action_ids: list[str]) -> None:
+        """The acks of ``action_ids`` reached the ack topic: a redelivery of their records sends none again."""
+        with self.transaction():
+            self._db.executemany("UPDATE actions SET acked=1 WHERE action_id=?", [(a,) for a in action_ids])
 
     def resolve(self, action_id: str, to: str, now: float, note: str = "") -> dict[str, Any]:
         """An operator's finding: see ``OPERATOR_TRANSITIONS``; returns the updated row."""
@@ -430,21 +448,26 @@ class Governor:
     def close(self) -> None:
         self.ledger.close()
 
-    def apply(self, action: Mapping[str, Any]) -> AckResult:
-        """Check, claim, execute and record one action; the ack says what happened."""
+    def apply(self, action: Mapping[str, Any], source: str = "") -> ActionAck:
+        """Check, claim, execute and record one action; the ack says what happened.
+
+        ``source`` names the record the action came from (``topic:partition:offset``); the
+        ledger keeps it so that :meth:`redelivery` can tell a consumer's redelivery of the
+        same record from a new request with the same id.
+        """
         try:
             va = validate_action(action)
         except ValidationError as err:
             action_id = str(action.get("action_id", ""))[:128] if isinstance(action, Mapping) else ""
             kind = str(action.get("kind", ""))[:32] if isinstance(action, Mapping) else ""
-            return AckResult(action_id=action_id, status="refused", adapter=self.adapter.name, kind=kind,
+            return ActionAck(action_id=action_id, status="refused", adapter=self.adapter.name, kind=kind,
                              detail=f"invalid action: {err}; nothing was executed")
         now = self.clock()
         # Checks that ask the outside world (the scheduler) run before the transaction, to keep it short.
         early = self._check_times(va, now) or self._check_job(va)
         total = self._total_nodes() if va.kind in NODE_ACTIONS and self._ceiling_applies() else None
         outcome, info = self.ledger.claim(va, now, self.owner, lambda: early or self._check_ledger(va, now, total),
-                                          record=not self.config.dry_run)
+                                          record=not self.config.dry_run, source=source)
         if outcome == "duplicate":
             return self._duplicate(va, info)
         if outcome == "refused":
@@ -458,17 +481,52 @@ class Governor:
         self._finish(va, ack)
         return ack
 
-    def reconcile(self) -> list[AckResult]:
+    def redelivery(self, action_id: str, source: str) -> tuple[ActionAck, bool] | None:
+        """The answer to the action record at ``source`` arriving again (after a crash, offsets lag).
+
+        ``None`` when the ledger holds no finished outcome claimed from that very record
+        (apply it as usual: a new request with a known id is answered ``duplicate`` there);
+        else the recorded outcome's ack — the one the first delivery sent or should have
+        sent — and whether it reached the ack topic already (:meth:`acknowledged`), in which
+        case nothing is sent again.
+
+        >>> import tempfile, os
+        >>> from hpcguard.connectors.adapters import SimulatorAdapter
+        >>> gov = Governor(SimulatorAdapter(total_nodes=10), GovernorConfig(), os.path.join(tempfile.mkdtemp(), "l"))
+        >>> gov.apply({"action_id": "a1", "kind": "drain", "nodes": ["n1"]}, source="actions:0:7").status
+        'applied'
+        >>> ack, sent = gov.redelivery("a1", "actions:0:7")
+        >>> ack.status, sent, gov.redelivery("a1", "actions:0:9")
+        ('applied', False, None)
+        >>> gov.acknowledged(["a1"]); gov.redelivery("a1", "actions:0:7")[1]
+        True
+        """
+        row = self.ledger.get(action_id) if source else None
+        if row is None or row["source"] != source or row["status"] not in _ENDINGS:
+            return None
+        ack = ActionAck(action_id=row["action_id"], status=row["status"], adapter=row["adapter"] or self.adapter.name,
+                        kind=row["kind"], job_id=row["job_id"], nodes=list(row["nodes"]), detail=row["detail"])
+        ack.time = float(row["finished"] or row["claimed"])
+        return ack, bool(row["acked"])
+
+    def acknowledged(self, action_ids: list[str]) -> None:
+        """The acks of ``action_ids`` were delivered: :meth:`redelivery` answers their records with nothing new."""
+        if action_ids and not self.config.dry_run:
+            self.ledger.mark_acked(action_ids)
+
+    def reconcile(self) -> list[ActionAck]:
         """Finish the ledger rows an interrupted attempt left ``executing``; call at worker start.
 
         A row is taken over when its owner process is gone (same host, pid not running or
         reused) or, for a process this host cannot see, when its claim is older than
         ``config.executing_timeout_s``; rows in flight in this process are left to it.  The
-        adapter's ``verify(action, claimed_at) -> AckResult`` reads the scheduler (Slurm:
-        ``scontrol`` state; dry-run: its audit log) and says ``applied``/``skipped``/``failed``
-        — for a Slurm ``migrate`` interrupted in its grace period it completes the requeue, or
-        undoes hpcguard's own drain when the job cannot be requeued — or ``unknown``, left for
-        an operator (``hpcguard ledger resolve``).  Returns one ack per row finished (the
+        adapter's ``verify(action, claimed_at) -> ActionAck`` reads the scheduler (Slurm:
+        ``scontrol`` state; dry-run: its audit log; command: the site's verify command) and says
+        ``applied``/``skipped``/``failed`` — for a Slurm ``migrate`` interrupted in its grace
+        period it completes the requeue, or undoes hpcguard's own drain when the job cannot be
+        requeued — ``not_applied`` (the attempt had no effect: the action runs now, unless its
+        deadline went stale meanwhile) or ``unknown``, left for an operator
+        (``hpcguard ledger resolve``).  Returns one ack per row finished (the
         interrupted attempt never sent one).
         """
         now = self.clock()
@@ -478,10 +536,12 @@ class Governor:
                 continue  # in flight in this process: its own thread finishes it
             if not (owner_is_gone(row["owner"]) or now - row["claimed"] > self.config.executing_timeout_s):
                 continue
+            if not self.ledger.take_over(row["action_id"], row["owner"], self.owner):
+                continue  # another worker's reconcile took it first
             try:
                 va = validate_action(row["action"])
             except ValidationError as err:
-                ack = AckResult(action_id=row["action_id"], status="unknown", adapter=self.adapter.name,
+                ack = ActionAck(action_id=row["action_id"], status="unknown", adapter=self.adapter.name,
                                 kind=row["kind"], job_id=row["job_id"], nodes=row["nodes"],
                                 detail=f"the ledger holds no valid copy of the action ({err}): resolve it by hand")
                 self.ledger.finish(row["action_id"], "unknown", ack.detail, ack.adapter, self.clock())
@@ -493,6 +553,8 @@ class Governor:
                     va, "unknown", f"the {self.adapter.name} adapter cannot verify what an interrupted attempt did")
             except Exception as err:  # a scheduler we cannot read leaves the row for an operator
                 ack = self._ack(va, "unknown", f"verify raised {type(err).__name__}: {err}")
+            if ack.status == NOT_APPLIED:
+                ack = self._run_again(va, ack.detail)
             ack.detail = f"reconciled after an interrupted attempt (claimed {_iso(row['claimed'])} by " \
                          f"{row['owner'] or '?'}): {ack.detail}"
             if ack.status == "unknown":
@@ -501,7 +563,19 @@ class Governor:
                 acks.append(ack)
         return acks
 
-    def _finish(self, va: ValidatedAction, ack: AckResult) -> bool:
+    def _run_again(self, va: ValidatedAction, verified: str) -> ActionAck:
+        """Run an action whose interrupted attempt verifiably had no effect (so this is its first execution)."""
+        why = self._check_times(va, self.clock())
+        if why:
+            return self._ack(va, "failed", f"{verified}; not run now: {why}")
+        try:
+            ack = self.adapter.apply(dict(va.raw))
+        except Exception as err:  # noqa: BLE001 — as in apply: the row must end
+            ack = self._ack(va, "failed", f"adapter raised {type(err).__name__}: {err}")
+        ack.detail = f"{verified}; ran it now: {ack.detail}"
+        return ack
+
+    def _finish(self, va: ValidatedAction, ack: ActionAck) -> bool:
         status = ack.status if ack.status in _ENDINGS else "failed"
         applied = ack.status == "applied"
         drained = list(va.nodes) if applied and va.kind in NODE_ACTIONS else []
@@ -629,11 +703,11 @@ class Governor:
         return ""
 
     # -- acks
-    def _ack(self, va: ValidatedAction, status: str, detail: str) -> AckResult:
-        return AckResult(action_id=va.action_id, status=status, adapter=self.adapter.name, kind=va.kind,
+    def _ack(self, va: ValidatedAction, status: str, detail: str) -> ActionAck:
+        return ActionAck(action_id=va.action_id, status=status, adapter=self.adapter.name, kind=va.kind,
                          job_id=va.job_id, nodes=list(va.nodes), detail=detail)
 
-    def _duplicate(self, va: ValidatedAction, row: Mapping[str, Any]) -> AckResult:
+    def _duplicate(self, va: ValidatedAction, row: Mapping[str, Any]) -> ActionAck:
         """The ledger's answer to a redelivery: the same ack (detail and time) however often it comes."""
         if row["status"] == "executing":
             detail = (f"executing since {_iso(row['claimed'])} by {row['owner'] or '?'} (attempt {row['attempts']}); "

@@ -292,7 +292,10 @@ class LdmsDecoder:
         return plan
 
     def _first(self, row: Mapping, names: tuple[str, ...]):
-        return next((row[n] for n in names if n in row), None)
+        for n in names:
+            if n in row:
+                return row[n]
+        return None
 
     def decode(self, schema: str, row: Mapping) -> dict | None:
         """A sample ``{"node", "time", "source", "values", "job_id"}`` or ``None``.
@@ -332,10 +335,10 @@ class LdmsDecoder:
 
     def _derive(self, schema: str, node: str, t: float, row: Mapping) -> dict | None:
         spec, needed, counter, source = self._plan(schema)
-        if any(c not in row for c in needed):
+        if not all(map(row.__contains__, needed)):
             row = fold_interfaces(dict(row), self.columns.netdev_interfaces)
         try:
-            raw = [row[c] for c in needed]
+            raw = list(map(row.__getitem__, needed))
         except KeyError as exc:
             col = exc.args[0]
             ifaces = sorted({k.rpartition("#")[2] for k in row if isinstance(k, str) and k.startswith(f"{col}#")})
@@ -343,9 +346,9 @@ class LdmsDecoder:
                    f"{', '.join(ifaces)}; lo never counts (set [ldms] netdev_interfaces)") if ifaces else ""
             raise ParseError("missing_field", f"row has no column {col!r} (schema {schema})" +
                              (f": {why}" if why else ""), source=f"ldms.{schema}") from None
-        for c, v in zip(needed, raw):
-            if type(v) not in _NUMBER:
-                raise ParseError("bad_number", f"column {c!r} is {v!r}, not a number", source=f"ldms.{schema}")
+        if not all(type(v) in _NUMBER for v in raw):
+            c, v = next((c, v) for c, v in zip(needed, raw) if type(v) not in _NUMBER)
+            raise ParseError("bad_number", f"column {c!r} is {v!r}, not a number", source=f"ldms.{schema}")
         if any(type(v) is int and v < 0 for v in raw):  # U64 sent as a signed Avro long: two's complement
             self.stats["unsigned"] += sum(1 for v in raw if type(v) is int and v < 0)
             raw = [v + _U64 if type(v) is int and v < 0 else v for v in raw]

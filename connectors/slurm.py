@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from hpcguard.connectors.adapters import AckResult
+from hpcguard.connectors.adapters import ActionAck
 from hpcguard.connectors.hostlist import expand_hostlist
 from hpcguard.connectors.validation import ValidatedAction, ValidationError, validate_action, validate_signal
 
@@ -330,22 +330,22 @@ class SlurmAdapter:
         return len(set(res.stdout.split())) if res.ok else None
 
     # -- entry point
-    def apply(self, action: Mapping[str, Any]) -> AckResult:
+    def apply(self, action: Mapping[str, Any]) -> ActionAck:
         try:
             va = validate_action(action)
         except ValidationError as err:
-            return AckResult(action_id=str(action.get("action_id", ""))[:128] if isinstance(action, Mapping) else "",
+            return ActionAck(action_id=str(action.get("action_id", ""))[:128] if isinstance(action, Mapping) else "",
                              status="refused", adapter=self.name, detail=f"invalid action: {err}")
         run = _Run()
         try:
             status, detail = getattr(self, f"_{va.kind}")(va, run)
         except (OSError, ValueError) as err:
             status, detail = "failed", f"{type(err).__name__}: {err}"
-        return AckResult(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
+        return ActionAck(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
                          nodes=list(va.nodes), detail=detail, output=run.output)
 
     # -- after an interruption
-    def verify(self, action: Mapping[str, Any], claimed_at: float) -> AckResult:
+    def verify(self, action: Mapping[str, Any], claimed_at: float) -> ActionAck:
         """Tell from Slurm's state what an interrupted attempt of ``action`` did (``Governor.reconcile``).
 
         ``drain``/``resume``/``delay``/``release``/``reschedule`` read node or job state back;
@@ -360,7 +360,7 @@ class SlurmAdapter:
             status, detail = getattr(self, f"_verify_{va.kind}")(va, run, claimed_at)
         except (OSError, ValueError) as err:
             status, detail = "unknown", f"could not read Slurm: {type(err).__name__}: {err}"
-        return AckResult(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
+        return ActionAck(action_id=va.action_id, status=status, adapter=self.name, kind=va.kind, job_id=va.job_id,
                          nodes=list(va.nodes), detail=detail, output=run.output)
 
     def _ours(self, va: ValidatedAction, info: Mapping[str, Mapping[str, Any]]) -> list[str]:

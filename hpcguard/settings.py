@@ -102,6 +102,9 @@ class AdapterSettings:
     # command adapter: action kind → argv template, e.g. drain = ["/usr/local/sbin/site-drain", "{nodes}"];
     # placeholders {action_id} {kind} {job_id} {nodes} {reason} {source} {deadline}; KIND = [] leaves a kind unhandled
     commands: dict = field(default_factory=dict)
+    # command adapter, after a crash: action kind → verify argv template (same placeholders); exit 0 = the effect is
+    # there, 1 = no effect (reconcile runs the action now), 3 = skipped, else unknown; a kind without one stays unknown
+    verify: dict = field(default_factory=dict)
 
 
 @dataclass

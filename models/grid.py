@@ -20,8 +20,9 @@ Event time, not arrival order, decides what a step holds:
   dead-letters it with reason ``late``; it is never silently dropped.
 
 Without ``now`` (offline), every source counts as live: the result is then a function
-of the samples alone.  The grid keeps ``keep_steps`` closed steps (the predictor's
-history), and state round-trips through plain dicts so a Faust table can hold it.
+of the samples alone.  The grid keeps the ``keep_steps`` closed steps before the oldest
+step a call closed (the predictor's history of every step it returns), and state
+round-trips through plain dicts so a Faust table can hold it.
 
 Example
 -------
@@ -152,8 +153,9 @@ class NodeGrid:
         if due:
             self.steps_closed += len(due)
             self._closed_until = max(self._closed_until, (due[-1] + 1) * self.grid_s)
-            newest = due[-1]
-            for s in [s for s in self._closed if s <= newest - self.keep_steps]:
+            # keep the history of the *oldest* step closed now: one call may close many (a node back after
+            # a silence), and the caller takes each of their windows after this call
+            for s in [s for s in self._closed if s <= due[0] - self.keep_steps]:
                 del self._closed[s]
         return [s * self.grid_s for s in due]
 

@@ -9,6 +9,12 @@ asks the policy with the job whose run contains that time
 reservation).  Action ids derive from the trigger (model, node, sample time), so a
 replay repeats them; ``time`` is the trigger's sample time, ``trigger_time`` the wall
 time its sample reached Kafka (latency only).
+
+Exactly once across a kill -9 (``streams/output_log.py``): a batch's actions are
+delivered before the nodes' episodes (with the offset of the newest prediction they
+hold) and the partition's mark go to the ``node-warnings`` changelog; after a restart,
+redelivered predictions an episode holds already are skipped, and actions published
+after the mark are read back and not published again.
 """
 from __future__ import annotations
 
@@ -18,17 +24,22 @@ from hpcguard.models.actions import action_id
 from hpcguard.models.policy import spare_pool_at
 from hpcguard.streams import metrics
 from hpcguard.streams.agents_jobs import wait_for_jobs
-from hpcguard.streams.agents_windows import store
 from hpcguard.streams.app import out
+from hpcguard.streams.output_log import OutputLog, deliver
 
 BATCH, WITHIN_S = 500, 0.05
 
 
+def make_action(a: dict, trigger: str, time: float, trigger_time: float | None) -> dict:
+    """One decided action as published; its id is derived from what triggered it."""
+    return {"action_id": action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger), "kind": a["kind"],
+            "source": a["source"], "reason": a.get("reason", {}), "time": time, "job_id": a.get("job_id"),
+            "nodes": list(a.get("nodes", [])), "deadline": a.get("deadline"), "trigger_time": trigger_time, "v": 1}
+
+
 def emit_action(app: faust.App, a: dict, trigger: str, key: str, time: float, trigger_time: float | None) -> None:
-    """Publish one decided action; its id is derived from what triggered it."""
-    action = {"action_id": action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger), "kind": a["kind"],
-              "source": a["source"], "reason": a.get("reason", {}), "time": time, "job_id": a.get("job_id"),
-              "nodes": list(a.get("nodes", [])), "deadline": a.get("deadline"), "trigger_time": trigger_time, "v": 1}
+    """Publish one decided action (without waiting for the broker)."""
+    action = make_action(a, trigger, time, trigger_time)
     metrics.ACTIONS.labels(action["kind"], action["source"]).inc()
     app.hpc.plumbing.publish(out(app, "actions"), action["job_id"] or key, action)
 
@@ -36,18 +47,28 @@ def emit_action(app: faust.App, a: dict, trigger: str, key: str, time: float, tr
 def register(app: faust.App) -> None:
     hpc = app.hpc
     pipe, door, warnings, view = hpc.pipeline, hpc.plumbing, hpc.tables.warnings, hpc.cluster
-    cluster_topic = out(app, "cluster")
+    cluster_topic, actions_topic = out(app, "cluster"), out(app, "actions")
+    outputs = OutputLog(app, warnings, hpc.names.actions)
+    published: set[str] = set()  # action ids read back after a restart: not published again
     if pipe.policy is None:
         from hpcguard.streams.decisions import policy_for
 
         pipe.policy = policy_for(hpc.settings)
     quiet_s = 60.0 * hpc.settings.policy.quiet_minutes
 
+    @app.on_partitions_revoked.connect
+    async def forget(sender, revoked, **kwargs) -> None:
+        """A rebalance: partitions may come back with episodes another worker wrote; restore them anew."""
+        outputs.forget()
+
     @app.agent(hpc.topics.predictions, name="decide")
     async def decide(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
             metrics.RECORDS_IN.labels(hpc.names.predictions).inc(len(events))
+            for partition in {ev.message.partition for ev in events}:
+                published.update(str(a.get("action_id")) for a in await outputs.resume(partition))
             starts: list[tuple[dict, object]] = []
+            touched: dict[str, int] = {}  # node → changelog partition
             for ev in events:
                 source, offset, partition = ev.message.topic, ev.message.offset, ev.message.partition
                 with door.guard(source, ev.value, offset):
@@ -55,10 +76,15 @@ def register(app: faust.App) -> None:
                     if p is None:
                         continue
                     node, t = p["node"], p.get("sample_time") or p["time"]
-                    active = warnings.get(node)
+                    state = warnings.get(node) or {}
+                    if offset <= state.get("applied", -1):
+                        continue  # redelivered after a restart: the recovered episode holds it already
+                    active = state.get("episode")
+                    touched[node] = partition
                     if not p["warn"]:
                         if active and t - active["last_warn"] > quiet_s:
-                            store(warnings, partition, node, None)  # the warning episode is over
+                            active = None  # the warning episode is over
+                        warnings.data[node] = {"applied": offset, "episode": active}
                         continue
                     episode = {"first_warn": active["first_warn"] if active else t, "last_warn": t}
                     view.apply_cluster({"node": node, **episode})
@@ -67,9 +93,10 @@ def register(app: faust.App) -> None:
                     if t - shared >= quiet_s / 2:
                         door.publish(cluster_topic, node, {"node": node, **episode, "v": 1})
                         shared = t
-                    store(warnings, partition, node, {**episode, "shared": shared})
+                    warnings.data[node] = {"applied": offset, "episode": {**episode, "shared": shared}}
                     if not active:
                         starts.append((p, ev))
+            decided: list[tuple[str, dict]] = []
             for p, ev in starts:
                 with door.guard(ev.message.topic, ev.value, ev.message.offset):
                     t = p.get("sample_time") or p["time"]
@@ -81,4 +108,14 @@ def register(app: faust.App) -> None:
                              **{k: v for k, v in a.items() if v is not None or k == "job_id"}}
                         if not joined:
                             a["reason"] = {**a.get("reason", {}), "job_join": "timeout"}
-                        emit_action(app, a, f"{p['model']}@{p['node']}@{t:.0f}", p["node"], t, p.get("ingest_time"))
+                        action = make_action(a, f"{p['model']}@{p['node']}@{t:.0f}", t, p.get("ingest_time"))
+                        if action["action_id"] in published:
+                            continue  # published before the restart
+                        metrics.ACTIONS.labels(action["kind"], action["source"]).inc()
+                        decided.append((action["job_id"] or p["node"], action))
+            # why this order: an episode persisted before its action was delivered would lose the action in a crash
+            outputs.sent(await deliver(app, actions_topic, decided))
+            for node, partition in touched.items():
+                warnings.send_changelog(partition, node, warnings.data[node])
+            for partition in set(touched.values()):
+                outputs.mark(partition)

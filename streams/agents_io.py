@@ -1,15 +1,23 @@
 """io: CanarIO (seed 004) — system IO windows, probes, degradation verdicts, IO-aware actions.
 
-Batches of 1 s node IO rates are summed into the system's 1-minute windows
+A file system's state has one owner: ``samples.io`` is keyed by the file system
+(``worker.system``), and probe results are re-keyed by it (``internal.probes``), so one
+partition, hence one worker, holds its windows, probe labels and detector.  Batches of
+1 s node IO rates are summed into the system's 1-minute windows
 (:class:`~hpcguard.models.canario.online.SystemIoWindows`: event time, watermark over the
-nodes' clocks, idle nodes by processing time); samples behind the watermark are
-dead-lettered as ``late``.  Each closed window is judged by the online detector and, once
-the job stream's watermark has passed the window's end (bounded wait), the Fig. 5.1
-actions are decided on the queue and running jobs *at* that time.  Probes label windows
-late, by the probe stream's own clock.  One IO worker per file system (``worker.system``).
+nodes' clocks — the node is in each record —, idle nodes by processing time); samples
+behind the watermark are dead-lettered as ``late``.  Each closed window is judged by the
+online detector and, once the job stream's watermark has passed the window's end
+(bounded wait), the Fig. 5.1 actions are decided on the queue and running jobs *at* that
+time (their scripts scored by PRIONN from the job records).  Probes label windows late: a
+window joins the detector's bank once the window stream and the probe stream have both
+passed it by the label timeout, and each window waits (bounded) for the probe stream to
+reach its end, so the bank at every retraining is the same whichever stream runs ahead.
 """
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 
 import faust
@@ -40,20 +48,119 @@ def canario_state(settings):
                         classifier=classifier, tracker=ProbeTracker(n_baseline=w.probe_baseline_runs))
 
 
-def register(app: faust.App) -> None:
-    from hpcguard.models.canario.online import SystemIoWindows
+class SystemState:
+    """One file system's CanarIO state in this worker, mirrored to a changelogged table.
 
+    Two table entries per file system: ``<system>`` (the open IO seconds, the nodes' clocks
+    and the IO offsets applied) after every batch, ``<system>#canario`` (detector bank,
+    labels, probe baselines, verdict, held jobs and the probe offsets applied) whenever it
+    changes.  A worker that gets the partition (restart, rebalance) loads both before its
+    first record and skips records at or below the offsets already applied.
+    """
+
+    def __init__(self, app: faust.App, canario) -> None:
+        from hpcguard.models.canario.online import SystemIoWindows
+
+        w = app.hpc.settings.worker
+        self.key, self.canario_key = w.system, f"{w.system}#canario"
+        self.table = app.Table("canario-state", default=None, partitions=app.hpc.settings.topics.partitions)
+        self.settings = app.hpc.settings
+        inventory = app.hpc.plumbing.inventory  # a configured hostlist: every node is waited for from the start
+        nodes = sorted(inventory.known) if inventory is not None and inventory.fixed else ()
+        self.new_windows = lambda: SystemIoWindows(window_s=w.io_window_s, idle_s=w.idle_s, nodes=nodes)
+        self.windows, self.canario = self.new_windows(), canario
+        self.offsets: dict[str, dict[int, int]] = {"io": {}, "probes": {}}
+        self.partition: int | None = None  # the changelog partition (that of the file system's records)
+        self.loaded = False
+
+    def restore(self) -> None:
+        """Load the table's state once after (re)assignment; a later call is free."""
+        if self.loaded:
+            return
+        io, can = self.table.get(self.key), self.table.get(self.canario_key)
+        if io is not None:
+            self.windows.load_state(io["windows"])
+            self.offsets["io"] = {int(p): int(o) for p, o in io["offsets"].items()}
+            self.partition = io["partition"]
+        if can is not None:
+            self.canario.load_state(can["canario"])
+            self.offsets["probes"] = {int(p): int(o) for p, o in can["offsets"].items()}
+        self.loaded = True
+
+    def revoked(self) -> None:
+        """Partitions moved: forget the in-memory copy; the table is the state."""
+        if not self.loaded:
+            return  # nothing applied here yet (keeps a state the pipeline was given)
+        self.windows, self.canario = self.new_windows(), canario_state(self.settings)
+        self.offsets, self.loaded = {"io": {}, "probes": {}}, False
+
+    def new(self, stream: str, partition: int, offset: int) -> bool:
+        """Whether a record was not applied yet (records up to the saved offset were)."""
+        self.partition = partition
+        return offset > self.offsets[stream].get(partition, -1)
+
+    def applied(self, stream: str, partition: int, offset: int) -> None:
+        self.offsets[stream][partition] = max(offset, self.offsets[stream].get(partition, -1))
+
+    def save(self, canario_changed: bool) -> None:
+        if self.partition is None:
+            return
+        self._store(self.key, {"windows": self.windows.to_state(), "offsets": self.offsets["io"],
+                               "partition": self.partition})
+        if canario_changed:
+            self._store(self.canario_key, {"canario": self.canario.to_state(), "offsets": self.offsets["probes"]})
+
+    def _store(self, key: str, value: dict) -> None:
+        self.table.data[key] = value
+        self.table.send_changelog(self.partition, key, value)
+
+
+def register(app: faust.App) -> None:
     hpc = app.hpc
     pipe, door, w = hpc.pipeline, hpc.plumbing, hpc.settings.worker
     if pipe.canario is None:
         pipe.canario = canario_state(hpc.settings)
-    canario = pipe.canario
-    windows = SystemIoWindows(window_s=w.io_window_s, idle_s=w.idle_s)
+    fs = SystemState(app, pipe.canario)
     verdicts = out(app, "io_degradation")
+    # probes arrive keyed by probe; the file system's owner (the partition of w.system) applies them
+    fs_probes = hpc.raw(hpc.names.probes_fs, internal=True)
+    fs_probes_out = hpc.names.probes_fs if pipe.outbox is not None else fs_probes
+
+    def backlog() -> bool:
+        """Whether ``samples.io`` still has unread records here (a consumer backlog, not silent nodes): then
+        no node is judged idle."""
+        try:
+            return any((app.consumer.highwater(tp) or 0) > app.consumer._read_offset.get(tp, -1) + 1
+                       for tp in app.consumer.assignment() if tp.topic == hpc.names.samples_io)
+        except Exception:  # noqa: BLE001 — no consumer yet (start-up, test context): no backlog known
+            return False
+
+    @app.on_partitions_revoked.connect
+    async def forget(sender, revoked, **kwargs) -> None:
+        fs.revoked()
+
+    probe_progress: list = [None, None]  # the probe clock seen last, and the wall time it last moved
+
+    async def wait_for_probes(t: float) -> None:
+        """Wait until the probe stream's clock passes window time ``t``: the windows whose labels are final by then
+        join the detector's bank whichever stream ran ahead.  Bounded like the job join: at most
+        ``worker.job_wait_s`` wall seconds since the probe stream last moved; a probe stream not heard from
+        (none configured) or quiet is not waited for."""
+        while True:
+            mark, now = fs.canario.probe_time, time.monotonic()
+            if mark >= t or mark == -math.inf:
+                return
+            if mark != probe_progress[0]:
+                probe_progress[:] = [mark, now]
+            if now - probe_progress[1] >= w.job_wait_s:
+                return
+            await asyncio.sleep(0.05)
 
     async def on_windows(closed: list[tuple[float, dict]], trigger_time: float | None = None) -> None:
         """Judge closed windows; ``trigger_time``: wall time the samples that closed them reached Kafka."""
         for window_end, features in closed:
+            await wait_for_probes(window_end)
+            canario = fs.canario
             started = time.perf_counter()
             state = canario.on_window(window_end, features)
             metrics.INFERENCE_SECONDS.labels("canario").observe(time.perf_counter() - started)
@@ -73,19 +180,24 @@ def register(app: faust.App) -> None:
     async def io_windows(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
             metrics.RECORDS_IN.labels(hpc.names.samples_io).inc(len(events))
+            fs.restore()
             good = []
             for ev in events:
+                if not fs.new("io", ev.message.partition, ev.message.offset):
+                    continue  # applied before a restart: its effect is in the restored state
                 with door.guard(ev.message.topic, ev.value, ev.message.offset):
                     s = door.decode("NodeSample", ev.value, ev.message.topic, ev.message.offset)
                     if s is not None:
                         good.append((ev, s))
+                fs.applied("io", ev.message.partition, ev.message.offset)
             if not good:
+                fs.save(False)
                 continue
             values = [s["values"] for _, s in good]
-            closed, late = windows.add_many([s["node"] for _, s in good], np.array([s["time"] for _, s in good]),
-                                            np.array([v.get("io_read_bytes", 0.0) for v in values]),
-                                            np.array([v.get("io_write_bytes", 0.0) for v in values]),
-                                            now=pipe.clock())
+            closed, late = fs.windows.add_many([s["node"] for _, s in good], np.array([s["time"] for _, s in good]),
+                                               np.array([v.get("io_read_bytes", 0.0) for v in values]),
+                                               np.array([v.get("io_write_bytes", 0.0) for v in values]),
+                                               now=pipe.clock(), hold=backlog())
             for i in late:
                 ev = good[i][0]
                 door.dead_letter(ev.message.topic, "late", f"IO sample at {good[i][1]['time']} is behind the IO "
@@ -93,18 +205,40 @@ def register(app: faust.App) -> None:
             # the batch's newest arrival moved the watermark past the windows it closed
             await on_windows(closed, max((s.get("ingest_time") or ev.message.timestamp for ev, s in good),
                                          default=None) if closed else None)
-            metrics.WINDOW_STATE.labels("io-seconds").set(windows.size)
+            fs.save(bool(closed))
+            metrics.WINDOW_STATE.labels("io-seconds").set(fs.windows.size)
 
     @app.timer(1.0, name="idle-io-nodes")
     async def idle_io_nodes() -> None:
-        await on_windows(windows.advance(pipe.clock()))
+        if not fs.loaded:
+            return  # nothing of this file system here (yet)
+        closed = fs.windows.advance(pipe.clock(), backlog())
+        if closed:
+            await on_windows(closed)
+            fs.save(True)
 
     @app.agent(hpc.topics.probes, name="probes")
     async def probes(stream: faust.StreamT) -> None:
+        """Checked probe results, re-keyed by file system: they label the owner's windows."""
         async for events in stream.take_events(500, within=WITHIN_S):
             metrics.RECORDS_IN.labels(hpc.names.probes).inc(len(events))
             for ev in events:
                 with door.guard(ev.message.topic, ev.value, ev.message.offset):
                     probe = door.decode("ProbeResult", ev.value, ev.message.topic, ev.message.offset)
                     if probe is not None:
-                        canario.on_probe(probe["probe_id"], probe["probe_type"], probe["start"], probe["end"])
+                        door.publish(fs_probes_out, w.system, probe)
+
+    @app.agent(fs_probes, name="fs-probes")
+    async def system_probes(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(500, within=WITHIN_S):
+            metrics.RECORDS_IN.labels(hpc.names.probes_fs).inc(len(events))
+            fs.restore()
+            for ev in events:
+                if not fs.new("probes", ev.message.partition, ev.message.offset):
+                    continue
+                with door.guard(ev.message.topic, ev.value, ev.message.offset):
+                    probe = door.decode("ProbeResult", ev.value, ev.message.topic, ev.message.offset)
+                    if probe is not None:
+                        fs.canario.on_probe(probe["probe_id"], probe["probe_type"], probe["start"], probe["end"])
+                fs.applied("probes", ev.message.partition, ev.message.offset)
+            fs.save(True)

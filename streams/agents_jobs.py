@@ -5,9 +5,9 @@ read from all partitions of ``jobs``); :func:`wait_for_jobs` waits (bounded by
 ``worker.job_wait_s`` wall seconds since the job stream last moved) until the job
 stream's watermark has passed an event time, so a decision reads the jobs *at its sample
 time*.  This agent checks each job event at the door (bad ones are dead-lettered), applies
-it to this worker's view at once, re-publishes it keyed by node (``internal.node-jobs``),
-scores submitted job scripts for CanarIO and publishes a job's periodic checkpoint plan at
-its start (``checkpoint.plans``).
+it to this worker's view at once, re-publishes it keyed by node (``internal.node-jobs``)
+and publishes a job's periodic checkpoint plan at its start (``checkpoint.plans``).
+CanarIO reads jobs (and their scripts) from the view's timeline at its windows' times.
 """
 from __future__ import annotations
 
@@ -61,7 +61,6 @@ def register(app: faust.App) -> None:
     hpc = app.hpc
     pipe, door, view = hpc.pipeline, hpc.plumbing, hpc.cluster
     node_jobs, plans = out(app, "node_jobs"), out(app, "plans")
-    canario = pipe.canario if "io" in pipe.roles else None
 
     @app.agent(hpc.topics.jobs, name="jobs")
     async def jobs(stream: faust.StreamT) -> None:
@@ -78,11 +77,6 @@ def register(app: faust.App) -> None:
                     job_id = event["job_id"]
                     for node in event.get("nodes") or []:
                         door.publish(node_jobs, node, event)
-                    if canario is not None:
-                        if event["event"] == "submit" and event.get("script"):
-                            canario.on_job_submitted(job_id, event["script"])
-                        elif event["event"] in ("end", "requeue", "fail"):
-                            canario.on_job_completed(job_id)
                     if event["event"] == "start" and pipe.plan is not None and event.get("time_limit_s"):
                         system_nodes = max(len(view.nodes_at(event["time"])), len(event.get("nodes") or []))
                         plan = pipe.plan(event, system_nodes)

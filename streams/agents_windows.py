@@ -1,15 +1,26 @@
 """windows: node samples → per-node 15 s grids (event time) → batched predictions.
 
 Each batch of IPMI/OS samples goes into the nodes' :class:`~hpcguard.models.grid.NodeGrid`
-(watermark = slowest live source; idle by processing time); the steps it closes whose
-history is complete are predicted in one ``predictor.predict(nodes, windows)`` call,
-windows ``(n, history_steps, 10)``.  A prediction's ``time`` and ``sample_time`` are the
-closed step's end (event time); ``ingest_time`` (wall clock) is for latency only.  A
-sample behind its node's watermark is dead-lettered as ``late``.  The grids touched by a
-batch are written to the ``node-grids`` changelog, which Faust flushes before it
-commits offsets, so a killed worker resumes where its committed input left off.
+(watermark = slowest live source); the steps it closes whose history is complete are
+predicted in one ``predictor.predict(nodes, windows)`` call, windows
+``(n, history_steps, 10)``.  A prediction's ``time`` and ``sample_time`` are the closed
+step's end (event time); ``ingest_time`` (wall clock) is for latency only.  A sample
+behind its node's watermark is dead-lettered as ``late``.
+
+Idleness runs on a :class:`~hpcguard.streams.liveness.StreamClock`: a source is idle when
+it is quiet while the stream moves; while nothing arrives at all (broker down or frozen),
+no source goes idle.
+
+Exactly once across a kill -9 (``streams/output_log.py``): a batch's predictions are
+delivered before the touched grids (with the input offsets they hold) and the partition's
+mark go to the ``node-grids`` changelog; after a restart, redelivered samples a grid holds
+already are skipped, and the steps published after the mark are read back and not
+published again.
 """
 from __future__ import annotations
+
+import asyncio
+import math
 
 import faust
 import numpy as np
@@ -18,6 +29,8 @@ from hpcguard.models.features import CANONICAL_SENSORS
 from hpcguard.models.grid import NodeGrid
 from hpcguard.streams import metrics
 from hpcguard.streams.app import out
+from hpcguard.streams.liveness import StreamClock
+from hpcguard.streams.output_log import OutputLog, deliver
 
 BATCH, WITHIN_S = 2000, 0.2  # per-batch work (grid changelog writes, backlog check) is amortised over more samples
 
@@ -37,8 +50,14 @@ def register(app: faust.App) -> None:
     window_steps = int(round(w.window_minutes * 60 / w.grid_s))
     history = int(getattr(predictor, "history_steps", window_steps) or window_steps)
     grids: dict[str, NodeGrid] = {}
+    applied: dict[str, dict[str, int]] = {}  # node → input topic → newest offset its grid holds
+    partition_of: dict[str, int] = {}  # node → input partition (= its changelog partition)
+    emitted: dict[str, float] = {}  # node → newest prediction time published
     predictions, cluster_topic = out(app, "predictions"), out(app, "cluster")
+    outputs = OutputLog(app, hpc.tables.grids, hpc.names.predictions)
     sources = tuple(w.grid_sources)
+    clock = hpc.stream_clock = StreamClock(pipe.clock)
+    lock = asyncio.Lock()  # the batch agent and the idle timer: publish-then-persist never interleaves
 
     inputs = (hpc.names.samples_ipmi, hpc.names.samples_os)
 
@@ -59,64 +78,108 @@ def register(app: faust.App) -> None:
             state = hpc.tables.grids.get(node)
             if state:
                 g.load_state(state)  # recovered from the changelog after a restart
+            applied[node] = dict((state or {}).get("applied", {}))
         return g
 
-    def ready(node: str, closed: list[float], ingested: float | None) -> list[tuple]:
-        """The closed steps with enough history, with their windows (taken now: a batch may trim them)."""
-        g = grids[node]
-        return [(node, st, ingested, g.window(st, steps=history)) for st in closed if g.complete(st, steps=history)]
+    async def resume(partitions: set[int]) -> None:
+        """Learn the steps published after each partition's mark (first batch of a partition only)."""
+        for partition in partitions:
+            for rec in await outputs.resume(partition):
+                node, t = rec.get("node"), rec.get("time")
+                if rec.get("model") == predictor.name and isinstance(node, str) and isinstance(t, (int, float)):
+                    emitted[node] = max(emitted.get(node, -math.inf), float(t))
 
-    def predict(due: list[tuple]) -> None:
-        """One batched prediction for the steps closed in a batch (event-time order)."""
+    def ready(node: str, closed: list[float], ingested: float | None) -> list[tuple]:
+        """The closed steps with enough history and not yet published, with their windows (taken now)."""
+        g, done = grids[node], emitted.get(node, -math.inf)
+        return [(node, st, ingested, g.window(st, steps=history)) for st in closed
+                if st + w.grid_s > done and g.complete(st, steps=history)]
+
+    async def publish(due: list[tuple]) -> None:
+        """One batched prediction for the closed steps (event-time order), delivered before anything is persisted."""
         if not due:
             return
         due.sort(key=lambda d: (d[1], d[0]))
         verdicts = predictor.predict([d[0] for d in due], np.stack([d[3] for d in due]))
+        items = []
         for (node, step_time, ingested, _), v in zip(due, verdicts):
             step_end = step_time + w.grid_s
+            emitted[node] = max(emitted.get(node, -math.inf), step_end)
             metrics.PREDICTIONS.labels(predictor.name, "warn" if v.warn else "ok").inc()
-            door.publish(predictions, node, {
+            items.append((node, {
                 "node": node, "time": step_end, "model": predictor.name, "model_version": predictor.version,
                 "failure_probability": v.failure_probability, "warn": v.warn, "lead_minutes": v.lead_minutes,
                 "network_probabilities": v.network_probabilities, "vote": v.vote, "sample_time": step_end,
-                "ingest_time": ingested, "detail": v.detail, "v": 1})
+                "ingest_time": ingested, "detail": v.detail, "v": 1}))
+        outputs.sent(await deliver(app, predictions, items))
+
+    def persist(nodes) -> None:
+        """The nodes' grids (with their input offsets), then their partitions' marks, to the changelog."""
+        for node in nodes:
+            store(hpc.tables.grids, partition_of[node], node, {**grids[node].to_state(), "applied": applied[node]})
+        for partition in {partition_of[node] for node in nodes}:
+            outputs.mark(partition)
+
+    @app.on_partitions_revoked.connect
+    async def forget(sender, revoked, **kwargs) -> None:
+        """A rebalance: partitions may come back with state another worker wrote; restore them anew."""
+        async with lock:
+            grids.clear()
+            applied.clear()
+            partition_of.clear()
+            emitted.clear()
+            outputs.forget()
 
     @app.agent(hpc.raw(hpc.names.samples_ipmi, hpc.names.samples_os), name="node-windows")
     async def node_windows(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
             metrics.RECORDS_IN.labels("samples").inc(len(events))
-            now = pipe.clock()
-            hold = held()
-            due: list[tuple] = []
-            touched: dict[str, int] = {}
-            for ev in events:
-                source, offset = ev.message.topic, ev.message.offset
-                with door.guard(source, ev.value, offset):
-                    sample = door.decode("NodeSample", ev.value, source, offset)
-                    if sample is None:
-                        continue
-                    node = sample["node"]
-                    touched[node] = ev.message.partition
-                    if sample["time"] < hpc.cluster.first_seen.get(node, float("inf")):
-                        # the node joins the cluster (FARS's spare pool) as of its first sample
-                        first = {"node": node, "first": sample["time"], "v": 1}
-                        hpc.cluster.apply_cluster(first)
-                        door.publish(cluster_topic, node, first)
-                    grid = grid_of(node)
-                    closed = grid.add(sample["time"], sample["values"], last_value=sample["source"] == "ipmi",
-                                      source=sample["source"], now=now, hold=hold)
-                    ingested = sample.get("ingest_time") or ev.message.timestamp
-                    due += ready(node, closed, ingested)
-            for node, partition in touched.items():
-                store(hpc.tables.grids, partition, node, grids[node].to_state())
-            predict(due)
+            await resume({ev.message.partition for ev in events})
+            async with lock:
+                clock.heard()
+                now = clock()
+                hold = held()
+                due: list[tuple] = []
+                touched: set[str] = set()
+                for ev in events:
+                    source, offset = ev.message.topic, ev.message.offset
+                    with door.guard(source, ev.value, offset):
+                        sample = door.decode("NodeSample", ev.value, source, offset)
+                        if sample is None:
+                            continue
+                        node = sample["node"]
+                        grid = grid_of(node)
+                        partition_of[node] = ev.message.partition
+                        if offset <= applied[node].get(source, -1):
+                            continue  # redelivered after a restart: the recovered grid holds it already
+                        applied[node][source] = offset
+                        touched.add(node)
+                        if sample["time"] < hpc.cluster.first_seen.get(node, float("inf")):
+                            # the node joins the cluster (FARS's spare pool) as of its first sample
+                            first = {"node": node, "first": sample["time"], "v": 1}
+                            hpc.cluster.apply_cluster(first)
+                            door.publish(cluster_topic, node, first)
+                        closed = grid.add(sample["time"], sample["values"], last_value=sample["source"] == "ipmi",
+                                          source=sample["source"], now=now, hold=hold)
+                        ingested = sample.get("ingest_time") or ev.message.timestamp
+                        due += ready(node, closed, ingested)
+                await publish(due)
+                persist(touched)
 
     @app.timer(1.0, name="idle-sources")
     async def idle_sources() -> None:
-        """Close the steps that sources gone quiet (processing time) no longer hold back."""
-        now = pipe.clock()
-        hold = held()
-        predict([d for node, g in grids.items() for d in ready(node, g.advance(now, hold), None)])
+        """Close the steps that sources gone quiet (while the stream moves) no longer hold back."""
+        async with lock:
+            now = clock()
+            hold = held()
+            due, touched = [], []
+            for node, g in grids.items():
+                closed = g.advance(now, hold)
+                if closed:
+                    touched.append(node)
+                    due += ready(node, closed, None)
+            await publish(due)
+            persist(touched)
         metrics.WINDOW_STATE.labels("node-grids").set(sum(g.size for g in grids.values()))
         steps = sum(g.steps_closed for g in grids.values())
         if steps:

@@ -22,7 +22,10 @@ Registering it (once, in ``create_app`` after the app and its tables exist)::
     liveness.install(app, pipeline.settings.liveness)
 
 ``install`` adds one Faust timer (``app.timer(check_every_s)``) and a logging handler on
-aiokafka's group coordinator, and returns the :class:`ProgressWatch` it feeds.  Changelog
+aiokafka's group coordinator, and returns the :class:`ProgressWatch` it feeds.  Each
+answered end-offset query is also a sign of life for the windows agent's
+:class:`StreamClock` (``app.hpc.stream_clock``), the idleness clock that stands still
+while the stream cannot move.  Changelog
 partitions of tables and paused partitions are not watched (nothing reads them as a stream).
 
 Example
@@ -124,6 +127,48 @@ class ProgressWatch:
         return None
 
 
+class StreamClock:
+    """Processing time for idleness that stands still while the stream cannot move.
+
+    A source is idle when it is quiet *while the stream moves*.  When nothing arrives at
+    all (broker down or frozen, consumer cut off), no source may go idle, or the samples
+    that arrive after the outage would be late.  The clock follows ``clock`` only while a
+    sign of life is at most ``fresh_s`` old: a record arrived (:meth:`heard`) or the broker
+    answered the liveness check (``install`` attaches it).  With ``fresh_s=None`` (no
+    liveness check, e.g. Faust's test context) it simply follows ``clock``.
+
+    >>> t = [0.0]
+    >>> c = StreamClock(lambda: t[0], fresh_s=10)
+    >>> c.heard(); t[0] = 5.0; c()
+    5.0
+    >>> t[0] = 100.0; c()     # nothing heard since 0: only 10 s of it count
+    10.0
+    >>> c.heard(); t[0] = 103.0; c()
+    13.0
+    """
+
+    def __init__(self, clock: Any = time.monotonic, fresh_s: float | None = None):
+        self.clock = clock
+        self.fresh_s = fresh_s
+        self._last: float | None = None  # clock reading at the last call
+        self._value = 0.0
+        self._heard = 0.0
+
+    def __call__(self) -> float:
+        now = self.clock()
+        if self._last is None:
+            self._last = self._value = self._heard = now
+        upto = now if self.fresh_s is None else min(now, self._heard + self.fresh_s)
+        self._value += max(0.0, upto - self._last)
+        self._last = now
+        return self._value
+
+    def heard(self) -> None:
+        """A sign of life now: the clock moves again from here."""
+        self()
+        self._heard = self.clock()
+
+
 class _CommitErrorCounter(logging.Handler):
     """Counts aiokafka's ``OffsetCommit failed ...`` log records into the watch."""
 
@@ -178,6 +223,9 @@ def install(app: Any, settings: Any) -> ProgressWatch:
     watch = ProgressWatch(settings.stall_after_s, settings.max_commit_errors)
     logging.getLogger(COMMIT_LOGGER).addHandler(_CommitErrorCounter(watch))
     reported = False
+    stream_clock = getattr(getattr(app, "hpc", None), "stream_clock", None)  # the windows agent's idleness clock
+    if stream_clock is not None:
+        stream_clock.fresh_s = 2 * settings.check_every_s
 
     async def check_liveness() -> None:
         nonlocal reported
@@ -190,6 +238,8 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             log.warning("end-offset query failed: %r", exc)
             verdict = watch.broker_silent(now)
         else:
+            if stream_clock is not None:
+                stream_clock.heard()  # the broker answers: quiet sources are quiet, not cut off
             positions = _positions(app, tps)
             for tp in tps:
                 CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))

@@ -16,7 +16,9 @@ from typing import Dict, List, Optional
 
 import faust
 
-# one list of action kinds and one of ack statuses, shared with the door checks and the adapters
+# the one ack type (adapters build it, below this layer); one list of action kinds and one of
+# ack statuses, shared with the door checks and the adapters
+from hpcguard.connectors.adapters import ActionAck  # noqa: F401
 from hpcguard.connectors.validation import ACK_STATUSES, ACTION_KINDS  # noqa: F401
 
 SCHEMA_VERSION = 1
@@ -107,8 +109,6 @@ class IoDegradation(_Versioned):
     v: int = SCHEMA_VERSION
 
 
-
-
 class Action(_Versioned):
     """What to do, to what, why and by when.
 
@@ -125,21 +125,6 @@ class Action(_Versioned):
     nodes: List[str] = []
     deadline: Optional[float] = None
     trigger_time: Optional[float] = None  # wall time the triggering sample reached Kafka
-    v: int = SCHEMA_VERSION
-
-
-class ActionAck(_Versioned):
-    """The scheduler adapter's answer to one action."""
-
-    action_id: str
-    status: str
-    adapter: str
-    time: float
-    kind: str = ""
-    job_id: Optional[str] = None
-    nodes: List[str] = []
-    detail: str = ""
-    output: str = ""
     v: int = SCHEMA_VERSION
 
 

@@ -3,7 +3,7 @@
 | suffix | key | record |
 |---|---|---|
 | samples.ipmi | node | NodeSample |
-| samples.io | node | NodeSample (LDMS 1 s IO: io_read_bytes, io_write_bytes) |
+| samples.io | system | NodeSample (LDMS 1 s IO: io_read_bytes, io_write_bytes; keyed by file system) |
 | samples.os | node | NodeSample (LDMS operating-system samplers) |
 | jobs | job | JobEvent |
 | probes | probe | ProbeResult |
@@ -18,6 +18,7 @@
 | checkpoint.plans | job | periodic checkpoint plan (aware interval) published at job start |
 | internal.node-jobs | node | job events re-keyed by node (worker-internal) |
 | internal.cluster | node | nodes' first sample times and warning episodes (every worker reads all of it) |
+| internal.probes | system | probe results re-keyed by file system (its IO worker owns them) |
 LDMS rows arrive on LDMS's own topics, ``ldms.<schema>`` by default.
 """
 from __future__ import annotations
@@ -42,6 +43,7 @@ CANONICAL = {
     "raw_probes": "raw.probes",
     "node_jobs": "internal.node-jobs",
     "cluster": "internal.cluster",
+    "probes_fs": "internal.probes",
     "plans": "checkpoint.plans",
 }
 
@@ -64,6 +66,7 @@ class TopicNames:
     node_jobs: str
     cluster: str
     plans: str
+    probes_fs: str
     ldms: tuple[str, ...]
 
     @classmethod

@@ -24,15 +24,12 @@ log = logging.getLogger("hpcguard.worker")
 def build_adapter(settings: Settings, adapter_kind: str | None = None, **options):
     """The configured adapter behind the safety governor (limits, ledger, validation).
 
-    Before it takes actions, the governor reconciles ledger rows an interrupted worker left
-    ``executing`` (``Governor.reconcile``); what it found is logged.
+    The adapter agent reconciles the ledger rows an interrupted worker left ``executing``
+    (``Governor.reconcile``) and publishes their acks before it takes any action.
     """
     from hpcguard.connectors.governor import Governor
 
-    governor = Governor.from_settings(settings, adapter_kind, **options)
-    for ack in governor.reconcile():
-        log.warning("reconciled %s %s: %s: %s", ack.kind, ack.action_id, ack.status, ack.detail)
-    return governor
+    return Governor.from_settings(settings, adapter_kind, **options)
 
 
 def model_mapping_digest(predictor) -> str | None:

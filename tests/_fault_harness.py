@@ -223,15 +223,18 @@ class FaultRun:
         """The worker's group committed every replayed record of the raw input topics."""
         published = {t: n for t, n in json.loads((self.tmp / "replay.json").read_text())["published"].items()
                      if not t.endswith(".dlq")}
-        # why a consumer that never subscribes: it reads the group's committed offsets without joining the group
-        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=f"app-{self.prefix}", enable_auto_commit=False)
-        try:
-            committed = {TopicPartition(t, 0): c.committed(TopicPartition(t, 0)) for t in published}
-        except Exception:  # noqa: BLE001 — the group is (re)joining: not caught up
-            return False
-        finally:
-            c.close()
-        done = {tp.topic: offset or 0 for tp, offset in committed.items()}
+        # why consumers that never subscribe: they read the groups' committed offsets without joining the groups;
+        # LDMS rows have a consumer group of their own (streams/agents_normalize.py)
+        done: dict[str, int] = {}
+        for group in (f"app-{self.prefix}", f"app-{self.prefix}-ldms"):
+            c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False)
+            try:
+                for t in published:
+                    done[t] = max(done.get(t, 0), c.committed(TopicPartition(t, 0)) or 0)
+            except Exception:  # noqa: BLE001 — the group is (re)joining: not caught up
+                return False
+            finally:
+                c.close()
         self.last_commit_gap = {t: n - done.get(t, 0) for t, n in published.items() if done.get(t, 0) < n}
         return not self.last_commit_gap
 

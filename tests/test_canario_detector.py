@@ -46,38 +46,42 @@ def test_late_labeler_waits_for_overlapping_probes():
 def test_late_labeler_timeout_without_start_events():
     lab = LateLabeler(timeout_s=300.0)
     lab.add_window(60.0, None)
-    assert lab.ready(360.0) == []               # the probe stream has not passed the window yet
-    lab.probe_completed("p1", 400.0, 420.0, 1.5)  # a later probe: the probe clock is past 60 + 300
+    lab.add_window(120.0, None)
+    lab.probe_completed("p1", 30.0, 100.0, 1.5)   # probes that ended by the window time are applied first
+    assert lab.ready(359.0) == []                  # window time has not passed 60 + 300 yet
+    (w, _f, r), = lab.ready(360.0)
+    assert w == 60.0 and r == pytest.approx(1.5)
     (w, _f, r), = lab.ready(420.0)
-    assert w == 60.0 and np.isnan(r)           # no probe ran over it: unlabelled
-    silent = LateLabeler(timeout_s=300.0)
-    silent.add_window(60.0, None)
-    assert silent.ready(900.0) == []
-    assert len(silent.ready(960.0)) == 1        # no probes at all: released after 3 × timeout
+    assert w == 120.0 and r == pytest.approx(1.5)  # [60, 120) saw p1 too
+    lab.add_window(480.0, None)
+    (w, _f, r), = lab.ready(780.0)
+    assert w == 480.0 and np.isnan(r)              # no probe ran over it: unlabelled
 
 
-def test_late_labels_do_not_depend_on_arrival_order():
-    probes = [("a", 30.0, 200.0, 1.2), ("b", 100.0, 500.0, 2.0), ("c", 700.0, 900.0, 1.0)]
-    windows = [60.0 * k for k in range(1, 16)]
+def test_late_labels_are_a_function_of_window_time():
+    """A probe credited before the window it overlaps arrives or after: the same labels at the same window times
+    (the caller applies the probes that ended by a window time before asking what is final then)."""
+    probes = sorted([("a", 30.0, 200.0, 1.2), ("b", 100.0, 500.0, 2.0), ("c", 700.0, 900.0, 1.0)],
+                    key=lambda p: p[2])
+    windows = [60.0 * k for k in range(1, 21)]
 
     def labels(probes_first):
-        lab, out = LateLabeler(timeout_s=300.0), {}
-        events = ([("p", p) for p in probes] + [("w", w) for w in windows] if probes_first
-                  else [("w", w) for w in windows] + [("p", p) for p in probes])
-        for kind, item in events:
-            if kind == "w":
-                lab.add_window(item, None)
-                now = item
-            else:
-                lab.probe_completed(*item)
-                now = item[2]
-            out.update({w: r for w, _f, r in lab.ready(now)})
+        lab, out, pending = LateLabeler(timeout_s=450.0), {}, probes  # longer than any probe run (b: 400 s)
+        for w in windows:
+            due, pending = [p for p in pending if p[2] <= w], [p for p in pending if p[2] > w]
+            if not probes_first:
+                lab.add_window(w, None)
+            for p in due:
+                lab.probe_completed(*p)
+            if probes_first:
+                lab.add_window(w, None)
+            out[w] = [(e, None if np.isnan(r) else r) for e, _f, r in lab.ready(w)]
         return out
 
     first, last = labels(True), labels(False)
-    assert first.keys() == last.keys() and first
-    assert all((np.isnan(first[w]) and np.isnan(last[w])) or first[w] == last[w] for w in first)
-    assert first[120.0] == pytest.approx(1.6) and first[480.0] == pytest.approx(2.0)
+    assert first == last and sum(map(len, first.values())) == 12  # windows 60 … 720 final at 510 … 1170
+    final = {e: r for w in windows for e, r in first[w]}
+    assert final[120.0] == pytest.approx(1.6) and final[480.0] == pytest.approx(2.0)
 
 
 def _stream(n, seed=0):

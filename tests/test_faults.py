@@ -182,11 +182,6 @@ def test_hostile_input_is_dead_lettered_and_changes_nothing(broker, recording, c
 
 
 # -- worker kills --------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="streams/ does not yet survive kill -9 exactly: predictions published between "
-                   "the last offset commit and the kill are published again after redelivery (measured 21, 6 and 62 "
-                   "of 1,062 duplicated in three runs), and in 2 of 3 runs the only action was lost with its ack and "
-                   "execution; exactly-once prediction output and decide-state recovery are the streaming layer's "
-                   "part of issue 14")
 def test_kill_9_at_three_points_of_a_replay(broker, recording, clean, tmp_path):
     data, model = recording
     with FaultRun(broker.bootstrap, data, model, tmp_path, SPEED, ENV) as run:
@@ -207,23 +202,25 @@ echo "start $1" >> {log}
 sleep 4
 echo "done $1" >> {log}
 """
+SITE_VERIFY = """#!/bin/sh
+# the site's verify step: exit 0 when the action's effect is there, 1 when it is not
+grep -qx "done $1" {log}
+"""
 
 
-@pytest.mark.xfail(strict=True, reason="the command adapter has no verify step: after the kill the governor's "
-                   "reconcile records the interrupted drain as 'unknown' for an operator (hpcguard ledger resolve) "
-                   "instead of finishing it (measured in two runs: 0 duplicated, 1 of 1 execution left unknown; "
-                   "one run also re-published 4 predictions after the kill); needs a verify hook for the command "
-                   "adapter (governor engineer's part) and exactly-once predictions (streaming layer's part)")
 def test_kill_inside_the_adapter(broker, recording, clean, tmp_path):
     data, model = recording
     log = tmp_path / "executions.log"
     script = tmp_path / "site-action.sh"
     script.write_text(SLOW_ADAPTER.format(log=log))
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    verify = tmp_path / "site-verify.sh"
+    verify.write_text(SITE_VERIFY.format(log=log))
+    verify.chmod(verify.stat().st_mode | stat.S_IEXEC)
     kinds = ("checkpoint", "migrate", "reschedule", "delay", "release", "drain", "resume")
     config = tmp_path / "hpcguard.toml"
     config.write_text("[adapter]\ncommands = { " + ", ".join(f'{k} = ["{script}", "{{action_id}}"]' for k in kinds)
-                      + " }\n")
+                      + " }\nverify = { " + ", ".join(f'{k} = ["{verify}", "{{action_id}}"]' for k in kinds) + " }\n")
     with FaultRun(broker.bootstrap, data, model, tmp_path, SPEED, ENV, extra=("--config", str(config)),
                   adapter="command") as run:
         run.start_replay()
@@ -269,10 +266,6 @@ def persistent_broker(tmp_path):
         yield b
 
 
-@pytest.mark.xfail(strict=False, reason="intermittent: in 2 of 3 runs one of 1,062 predictions was missing after "
-                   "the broker restart (the other run: 0 lost, 0 duplicated, 5 predictions more than the clean run); "
-                   "samples that reach a node's grid late after the outage change which windows are predicted: "
-                   "event-time handling in streams/, the streaming layer's part of issue 14")
 def test_broker_restart_with_persistent_storage(persistent_broker, recording, clean, tmp_path):
     data, model = recording
     with FaultRun(persistent_broker.bootstrap, data, model, tmp_path / "run", SPEED, ENV) as run:

@@ -109,3 +109,22 @@ def test_a_source_whose_stream_has_a_backlog_is_never_idle():
     g.add(300, {"cpu_temp": 42.0}, last_value=True, source="ipmi", now=0.0)
     assert g.advance(now=500.0, hold={"ldms:loadavg"}) == []  # its topic still has unread records
     assert g.advance(now=500.0) != []
+
+
+def test_no_source_goes_idle_while_nothing_arrives_at_all():
+    """A broker outage: on the stream clock (streams.liveness.StreamClock) quiet sources stay live."""
+    from hpcguard.streams.liveness import StreamClock
+
+    wall = [0.0]
+    clock = StreamClock(lambda: wall[0], fresh_s=10)
+    g = NodeGrid(grid_s=15, window_steps=2, lateness_s=0, idle_s=60)
+    clock.heard()
+    g.add(2, {"load_1min": 1.0}, last_value=False, source="ldms:loadavg", now=clock())
+    g.add(20, {"cpu_temp": 42.0}, last_value=True, source="ipmi", now=clock())
+    wall[0] = 300.0  # five minutes with neither records nor broker answers
+    assert g.advance(now=clock()) == []  # ldms:loadavg is not idle: the stream did not move
+    clock.heard()  # the broker is back; the slow source's sample is not late
+    assert g.add(8, {"load_1min": 2.0}, last_value=False, source="ldms:loadavg", now=clock()) == []
+    for wall[0] in range(305, 400, 5):  # other nodes' records keep arriving: the stream moves
+        clock.heard()
+    assert g.advance(now=clock()) == [0.0]  # now the quiet source is idle

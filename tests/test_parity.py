@@ -99,3 +99,24 @@ def test_streaming_equals_offline(recorded, kafka_bootstrap, tmp_path, workers, 
     report = evaluate_online_run(data, model, workers=workers, speed=speed, bootstrap=kafka_bootstrap,
                                  config=config, workdir=str(tmp_path), timeout_s=400, groups=groups)
     _assert_identical(report)
+
+
+def test_steps_closed_when_a_node_returns_keep_their_whole_history():
+    """A node that dies closes its last steps only when it reports again (its watermark is held by lateness):
+    those steps close together, and each must be judged on its whole history, as offline — not on a history
+    already trimmed for the newest of them (the demo's n008: two warnings lost before its failure)."""
+    import numpy as np
+
+    from hpcguard.models.grid import NodeGrid
+
+    history = 16
+    grid = NodeGrid(grid_s=15.0, window_steps=history, lateness_s=30.0, keep_steps=history)
+    closed = []
+    for k in range(41):  # 10 min of one sample per step, then silence (the node fails at 605 s)
+        closed += grid.add(15.0 * k + 5.0, {"cpu_temp": 40.0 + k}, last_value=True, source="ipmi")
+    back = grid.add(3000.0, {"cpu_temp": 40.0}, last_value=True, source="ipmi")
+    assert back == [570.0, 585.0, 600.0] and closed[-1] == 555.0
+    for step in back:
+        window = grid.window(step, steps=history)
+        k = int(step // 15)
+        np.testing.assert_array_equal(window[:, 0], 40.0 + np.arange(k - history + 1, k + 1))

@@ -1,9 +1,13 @@
 """Through the real broker: raw LDMS JSON rows, IPMI envelopes, Telegraf line protocol and
 sacct envelopes become canonical records; malformed input becomes counted dead letters
 with a reason, and the worker keeps going."""
+import time
+
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 
 from _pipeline import WorkerProcess
+from hpcguard.connectors.kafka import kafka_python_config
 
 pytestmark = pytest.mark.broker
 
@@ -17,7 +21,7 @@ def test_raw_inputs_normalize_and_bad_ones_dead_letter(kafka_settings, tmp_path)
     with WorkerProcess(kafka_settings, tmp_path, roles=["normalize"]) as w:
         t = w.topics
         lustre = t.ldms[0]
-        rows = [(f"n1", {"timestamp": T0 + k, "component_id": 1, "ProducerName": "n1", "job_id": 7,
+        rows = [("n1", {"timestamp": T0 + k, "component_id": 1, "ProducerName": "n1", "job_id": 7,
                          "read_bytes": 1000 * k * k, "write_bytes": 500 * k}) for k in range(3)]
         w.produce(lustre, rows + [("n1", b"{broken"), ("n1", {"timestamp": "soon", "ProducerName": "n1"})])
         w.produce(t.raw_ipmi, [
@@ -37,6 +41,7 @@ def test_raw_inputs_normalize_and_bad_ones_dead_letter(kafka_settings, tmp_path)
         ipmi = w.wait_for(t.samples_ipmi, lambda r: len(r) >= 2)
         jobs = w.wait_for(t.jobs, lambda r: len(r) >= 1)
         dead = w.wait_for(t.dlq, lambda r: len(r) >= 4)
+        committed = _committed(kafka_settings, f"app-{w.prefix}-ldms", TopicPartition(lustre, 0), want=5)
 
     # counters → rates: (1000·k²) per second between consecutive rows
     assert [s["values"]["io_read_bytes"] for s in io] == [1000.0, 3000.0]
@@ -49,4 +54,17 @@ def test_raw_inputs_normalize_and_bad_ones_dead_letter(kafka_settings, tmp_path)
     assert sources == sorted([lustre, lustre, t.raw_ipmi, t.raw_slurm])
     assert all(d["reason"] and d["error_kind"] and d["payload"] for d in dead)
     assert {d["offset"] for d in dead if d["source"] == lustre} == {3, 4}
+    assert committed == 5  # the LDMS batch loop committed all five rows once their outputs were sent
     assert any(d["line"] == 3 for d in dead if d["source"] == t.raw_slurm)
+
+
+def _committed(kafka_settings, group: str, tp: TopicPartition, want: int, timeout_s: float = 30.0) -> int | None:
+    """The group's committed offset of ``tp`` once it reaches ``want`` (or what it is at the timeout)."""
+    c = KafkaConsumer(**kafka_python_config(kafka_settings), group_id=group, enable_auto_commit=False)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while (got := c.committed(tp)) != want and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return got
+    finally:
+        c.close()

@@ -6,7 +6,6 @@ show a failing fan on the job's node, the worker's baseline warns, ``models.poli
 decides ``migrate`` (a spare node is free) and the Slurm adapter behind the governor
 drains the node, signals the job and requeues it.
 """
-import json
 import time
 
 import numpy as np

@@ -13,7 +13,8 @@
 Pure: the caller keeps the set of delayed jobs.  Every action is a dict with
 ``action_id``, ``kind`` (``delay`` | ``reschedule`` | ``release``), ``job_id``,
 ``nodes``, ``source`` = ``"canario"``, ``time`` and a ``reason`` with the detector's
-window features and probability and the job's predicted sensitivity.
+probability, the window's features in bytes/s (not the variances, in (bytes/s)²) and
+the job's predicted sensitivity.
 
 Example
 -------
@@ -42,8 +43,12 @@ def _num_nodes(job: dict) -> int:
 
 def _action(kind: str, job: dict, now: float, state: dict, branch: str, **extra) -> dict:
     trigger = f"{SOURCE}@{state.get('window_end', now)}"
+    # why: the window's variances are in (bytes/s)² (1e15–1e19 on a busy PFS), beyond any sane bound on a
+    # reason's numbers (the door refuses them); the std carries the same in bytes/s, the whole window is on
+    # io.degradation under the same window_end
+    features = {k: v for k, v in (state.get("features") or {}).items() if not k.endswith("_var")}
     reason = {"branch": branch, "window_end": state.get("window_end"),
-              "probability": state.get("probability"), "features": dict(state.get("features") or {}),
+              "probability": state.get("probability"), "features": features,
               "predicted_sensitivity": job.get("sensitivity"), **extra}
     return {"action_id": action_id(kind, job_id=str(job["job_id"]), nodes=_nodes(job), trigger=trigger),
             "kind": kind, "job_id": str(job["job_id"]), "nodes": _nodes(job), "source": SOURCE,

@@ -29,6 +29,7 @@ True
 """
 from __future__ import annotations
 
+import base64
 import math
 import warnings
 from typing import Iterable, Optional, Sequence
@@ -40,6 +41,15 @@ from hpcguard.models.features import IO_STATISTICS, io_window_features  # noqa: 
 WINDOW_S = 60.0
 IO_FEATURE_NAMES: tuple[str, ...] = tuple(f"{m}_{st}" for m in ("read", "write") for st in IO_STATISTICS)
 MODELS = ("knn", "rf", "dt")
+
+
+def _pack(rows: Sequence[np.ndarray]) -> str:
+    """Feature rows as base64 float64 (exact, and a third of the JSON text)."""
+    return base64.b64encode(np.asarray(rows, dtype="<f8").reshape(-1, len(IO_FEATURE_NAMES)).tobytes()).decode()
+
+
+def _unpack(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f8").reshape(-1, len(IO_FEATURE_NAMES)).copy()
 
 
 # --------------------------------------------------------------------------- features
@@ -147,7 +157,6 @@ class LateLabeler:
         # completed probes kept for windows that have not arrived yet: probes and IO come on
         # different topics, and a replay at full speed does not interleave them in time
         self._completed: list[tuple[float, float, float]] = []
-        self._probe_time = -math.inf  # latest probe completion seen: the label stream's own clock
 
     def __len__(self) -> int:
         return len(self._windows)
@@ -171,24 +180,35 @@ class LateLabeler:
         self._running.pop(probe_id, None)
         if not math.isfinite(ratio):
             return
-        self._probe_time = max(self._probe_time, float(end))
         self._completed.append((float(start), float(end), float(ratio)))
         for w_end, slot in self._windows.items():
             if start < w_end and end > w_end - self.window_s:
                 slot[1] += ratio
                 slot[2] += 1
 
+    def to_state(self) -> dict:
+        """JSON-safe state (window features must be JSON-safe, e.g. dicts of floats)."""
+        return {"windows": [[w, *slot] for w, slot in self._windows.items()], "running": dict(self._running),
+                "tracking": self._tracking, "completed": [list(p) for p in self._completed]}
+
+    def load_state(self, state: dict) -> "LateLabeler":
+        self._windows = {float(w): [f, float(s), int(c)] for w, f, s, c in state["windows"]}
+        self._running = {str(k): float(v) for k, v in state["running"].items()}
+        self._tracking = bool(state["tracking"])
+        self._completed = [tuple(map(float, p)) for p in state["completed"]]
+        return self
+
     def ready(self, now: float) -> list[tuple[float, object, float]]:
-        """Pop final windows: ``(window_end, features, mean_ratio)``; NaN ratio if no probe ran."""
+        """Pop the windows final at window time ``now`` (the caller has applied the probes that ended by
+        ``now``): ``(window_end, features, mean_ratio)``; NaN ratio if no probe ran."""
         oldest_running = min(self._running.values(), default=math.inf)
         out = []
         for w_end in sorted(self._windows):
             blocked_by_probe = oldest_running < w_end
-            # final once the *probe* stream has passed the window by the longest probe run, so the
-            # order in which probes and windows arrive (different topics) does not change labels;
-            # a silent probe stream releases windows after three times that, so none piles up
-            final = (self._probe_time >= w_end + self.timeout_s or now >= w_end + 3 * self.timeout_s
-                     or (self._tracking and now >= w_end and not blocked_by_probe))
+            # final ``timeout_s`` (longer than any probe run) after its end, in window time: every probe
+            # overlapping it has ended by then, and the window joins the bank at the same window time
+            # however far the probe stream (another topic) runs ahead
+            final = now >= w_end + self.timeout_s or (self._tracking and now >= w_end and not blocked_by_probe)
             if not final:
                 continue
             feats, s, c = self._windows.pop(w_end)
@@ -254,7 +274,7 @@ class IoDegradationDetector:
     retrain_every_s
         Retraining cadence in stream time (10 min).
     max_bank
-        Keep at most this many most recent labelled windows (None = all).
+        At each retraining keep at most this many most recent labelled windows (None = all).
     """
 
     def __init__(self, model: str = "knn", k: int = 5, threshold: float = 1.05, initial_bank_s: float = 86400.0,
@@ -274,7 +294,8 @@ class IoDegradationDetector:
         self._first_end: Optional[float] = None
         self._next_retrain: Optional[float] = None
         self._model = None
-        self.retrain_times: list[float] = []
+        self._fit_rows = 0  # the model was fitted on the bank's first _fit_rows rows
+        self.retrain_times: list[float] = []  # this process's retrainings (not part of the state)
 
     @property
     def trained(self) -> bool:
@@ -313,22 +334,52 @@ class IoDegradationDetector:
             return False
         self._bank_x.append(x)
         self._bank_ratio.append(float(ratio))
-        if self.max_bank and len(self._bank_ratio) > self.max_bank:
-            del self._bank_x[0], self._bank_ratio[0]
         return True
 
     def retrain(self, now: float) -> None:
         """Refit on the current bank (no-op while the bank is empty)."""
         self.retrain_times.append(float(now))
-        if not self._bank_ratio:
+        if self.max_bank and len(self._bank_ratio) > self.max_bank:
+            del self._bank_x[:-self.max_bank], self._bank_ratio[:-self.max_bank]
+        self._fit_rows = len(self._bank_ratio)
+        self._fit()
+
+    def _fit(self) -> None:
+        if not self._fit_rows:
             return
-        x = np.vstack(self._bank_x)
-        ratio = np.array(self._bank_ratio)
+        x = np.vstack(self._bank_x[:self._fit_rows])
+        ratio = np.array(self._bank_ratio[:self._fit_rows])
         if self.model_name == "knn":
             self._model = _Knn(self.k).fit(x, ratio)
             return
         y = ratio > self.threshold
         self._model = float(y[0]) if (y.all() or not y.any()) else _tree_model(self.model_name, self.seed).fit(x, y)
+
+    def to_state(self) -> dict:
+        """JSON-safe state: the bank (base64 float64 rows), windows awaiting labels, the cadence.
+
+        >>> det = IoDegradationDetector(initial_bank_s=0.0, retrain_every_s=60.0)
+        >>> _ = det.observe_window(np.ones(12), 60.0); _ = det.add_label(60.0, 2.0)
+        >>> det.observe_window(np.ones(12), 120.0)      # trained on the one labelled window
+        (True, 1.0)
+        >>> _ = det.add_label(120.0, 1.0)               # joins the bank; the model waits for the next retraining
+        >>> twin = IoDegradationDetector(initial_bank_s=0.0, retrain_every_s=60.0).load_state(det.to_state())
+        >>> twin.observe_window(np.ones(12), 150.0) == det.observe_window(np.ones(12), 150.0) == (True, 1.0)
+        True
+        """
+        return {"bank_x": _pack(self._bank_x), "bank_ratio": list(self._bank_ratio), "fit_rows": self._fit_rows,
+                "pending_end": list(self._pending), "pending_x": _pack(list(self._pending.values())),
+                "first_end": self._first_end, "next_retrain": self._next_retrain}
+
+    def load_state(self, state: dict) -> "IoDegradationDetector":
+        """Restore :meth:`to_state` (the model is refitted on the same bank rows)."""
+        self._bank_x = list(_unpack(state["bank_x"]))
+        self._bank_ratio = [float(r) for r in state["bank_ratio"]]
+        self._pending = dict(zip((float(t) for t in state["pending_end"]), _unpack(state["pending_x"])))
+        self._first_end, self._next_retrain = state["first_end"], state["next_retrain"]
+        self._fit_rows, self._model = int(state["fit_rows"]), None
+        self._fit()
+        return self
 
     def _predict(self, xq: np.ndarray) -> np.ndarray:
         if self.model_name == "knn":

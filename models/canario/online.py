@@ -4,12 +4,14 @@ late labels, the detector, job sensitivity and the Fig. 5.1 decisions.
 * :class:`SystemIoWindows` — sums the nodes' 1 s IO rates into the system aggregate and
   closes 1-minute observation windows once the IO watermark passes them.  The
   watermark is the slowest live node's newest sample time minus ``lateness_s``; a node
-  is idle after ``idle_s`` of processing time (the caller's ``now``) without a sample.
+  is idle after ``idle_s`` of processing time (the caller's ``now``) without a sample,
+  never while the caller says its input has a backlog (``hold``).
   Samples for closed windows are counted as late and returned, never used silently.
 * :class:`CanarioState` — probe tracking, late window labels, the online detector, the
-  job-sensitivity classifier (scores cached per job at submit) and the decisions; the
-  running jobs and the queue at a window's end come from the job timeline
-  (``models.jobs.JobTimeline``), so they are those of the window's event time.
+  job-sensitivity classifier (each job's script scored once, when a decision first sees
+  the job) and the decisions; the running jobs and the queue at a window's end come from
+  the job timeline (``models.jobs.JobTimeline``), so they are those of the window's event
+  time.
 
 Example
 -------
@@ -34,25 +36,34 @@ from hpcguard.models.features import io_window_features
 
 
 class SystemIoWindows:
-    """System-aggregate 1 s read/write rates → closed 1-minute windows with their features."""
+    """System-aggregate 1 s read/write rates → closed 1-minute windows with their features.
 
-    def __init__(self, window_s: float = WINDOW_S, lateness_s: float = 5.0, idle_s: float = 60.0) -> None:
+    ``nodes``: nodes expected from the start (the site's inventory); each holds the
+    watermark back until it sends or goes idle, so a node whose samples reach this worker
+    later than others' (another worker normalizes it) is waited for, not judged late.
+    """
+
+    def __init__(self, window_s: float = WINDOW_S, lateness_s: float = 5.0, idle_s: float = 60.0,
+                 nodes: Sequence[str] = ()) -> None:
         self.window_s = window_s
         self.lateness_s = lateness_s
         self.idle_s = idle_s
         self._seconds: dict[int, list[float]] = {}
-        self._clock: dict[str, float] = {}  # node -> newest sample time
+        self._clock: dict[str, float] = {str(n): -math.inf for n in nodes}  # node -> newest sample time
         self._seen: dict[str, float] = {}  # node -> processing time of its last sample
         self._closed_until = -math.inf
         self.late_samples = 0
 
     def add_many(self, nodes: Sequence[str], times: np.ndarray, reads: np.ndarray, writes: np.ndarray,
-                 now: float | None = None) -> tuple[list[tuple[float, dict]], list[int]]:
-        """Add a batch of node rates; return the windows it closed and the indices of late samples."""
+                 now: float | None = None, hold: bool = False) -> tuple[list[tuple[float, dict]], list[int]]:
+        """Add a batch of node rates; return the windows it closed and the indices of late samples.
+
+        ``hold``: the input still has unread records (a consumer backlog): no node is judged idle."""
         times, reads, writes = (np.asarray(a, dtype=float) for a in (times, reads, writes))
         if not (np.isfinite(times).all() and np.isfinite(reads).all() and np.isfinite(writes).all()):
             raise ValueError("non-finite IO sample in the batch")
-        late = times < self._closed_before(list(nodes), times, now)
+        judge = None if hold else now  # the processing time idleness is judged at
+        late = times < self._closed_before(list(nodes), times, judge)
         secs = np.floor(times[~late]).astype(np.int64)
         uniq, inv = np.unique(secs, return_inverse=True)
         r_sum = np.bincount(inv, weights=reads[~late], minlength=uniq.size)
@@ -67,7 +78,7 @@ class SystemIoWindows:
             if now is not None:
                 self._seen[node] = now
         self.late_samples += int(late.sum())
-        return self._close(now), np.flatnonzero(late).tolist()
+        return self._close(judge), np.flatnonzero(late).tolist()
 
     def _closed_before(self, nodes: list[str], times: np.ndarray, now: float | None) -> np.ndarray:
         """Per sample, where the closed windows end when it arrives (as if the batch came one by one)."""
@@ -76,7 +87,9 @@ class SystemIoWindows:
         clocks[inv, np.arange(times.size)] = times
         clocks[:, 0] = np.maximum(clocks[:, 0], [self._clock.get(u, -np.inf) for u in uniq])
         running = np.maximum.accumulate(clocks, axis=1)
-        running[running == -np.inf] = np.inf  # a node not heard from yet does not hold the watermark
+        # a node not heard from yet does not hold the watermark, unless it is expected (``nodes``)
+        unknown = np.array([u not in self._clock for u in uniq.tolist()])
+        running[unknown[:, None] & (running == -np.inf)] = np.inf
         in_batch = set(uniq.tolist())
         others = [t for n, t in self._clock.items() if n not in in_batch
                   and (now is None or now - self._seen.get(n, now) < self.idle_s)]
@@ -91,9 +104,9 @@ class SystemIoWindows:
         """Add one node's rates at ``time``; return windows closed by this sample."""
         return self.add_many([node], [time], [read_rate], [write_rate], now)[0]
 
-    def advance(self, now: float) -> list[tuple[float, dict]]:
-        """Close the windows freed by nodes that went idle by processing time ``now``."""
-        return self._close(now)
+    def advance(self, now: float, hold: bool = False) -> list[tuple[float, dict]]:
+        """Close the windows freed by nodes that went idle by processing time ``now`` (none while ``hold``)."""
+        return [] if hold else self._close(now)
 
     def watermark(self, now: float | None = None) -> float:
         if not self._clock:
@@ -119,6 +132,22 @@ class SystemIoWindows:
     def size(self) -> int:
         return len(self._seconds)
 
+    def to_state(self) -> dict:
+        """JSON-safe state; processing-time idleness restarts on load (as ``models.grid.NodeGrid``)."""
+        return {"seconds": [[s, r, w] for s, (r, w) in self._seconds.items()],
+                "clock": {n: t for n, t in self._clock.items() if math.isfinite(t)},
+                "closed_until": self._closed_until if math.isfinite(self._closed_until) else None,
+                "late_samples": self.late_samples}
+
+    def load_state(self, state: dict) -> "SystemIoWindows":
+        self._seconds = {int(s): [float(r), float(w)] for s, r, w in state["seconds"]}
+        self._clock.update({str(n): float(t) for n, t in state["clock"].items()})
+        self._seen = {}
+        cu = state["closed_until"]
+        self._closed_until = -math.inf if cu is None else float(cu)
+        self.late_samples = int(state["late_samples"])
+        return self
+
 
 class CanarioState:
     """All CanarIO state of one file system: probes, labels, detector, job sensitivity, decisions."""
@@ -131,9 +160,10 @@ class CanarioState:
         self.tracker = tracker or ProbeTracker()
         self.labeler = labeler or LateLabeler()
         self.state: dict = {"degraded": False, "probability": 0.0, "window_end": None, "features": {}}
-        self.sensitivity: dict[str, float] = {}  # job id -> predicted IO sensitivity (at submit)
-        self.scripts: dict[str, str] = {}
+        self.sensitivity: dict[str, float] = {}  # job id -> predicted IO sensitivity of its script
         self.delayed: set[str] = set()
+        self.probes: list[list] = []  # [end, probe_id, probe_type, start] received, not yet applied
+        self.probe_time = -math.inf  # the probe stream's clock: the latest probe end received
 
     @property
     def classifier(self) -> JobSensitivityClassifier:
@@ -142,15 +172,41 @@ class CanarioState:
             self._classifier = JobSensitivityClassifier()
         return self._classifier
 
-    def on_probe(self, probe_id: str, probe_type: str, start: float, end: float) -> dict:
-        """A completed probe: its ratio, and labels for windows that became final."""
-        result = self.tracker.observe(probe_type, end - start)
-        self.labeler.probe_completed(probe_id, start, end, result["ratio"])
-        self._flush_labels(end)
-        return result
+    def to_state(self) -> dict:
+        """JSON-safe state of the detector, labels, probes, verdict and held jobs (scores are recomputed)."""
+        return {"detector": self.detector.to_state(), "labeler": self.labeler.to_state(),
+                "tracker": self.tracker.to_state(), "state": self.state, "delayed": sorted(self.delayed),
+                "probes": self.probes, "probe_time": self.probe_time if math.isfinite(self.probe_time) else None}
+
+    def load_state(self, state: dict) -> "CanarioState":
+        self.detector.load_state(state["detector"])
+        self.labeler.load_state(state["labeler"])
+        self.tracker.load_state(state["tracker"])
+        self.state, self.delayed = dict(state["state"]), set(state["delayed"])
+        self.probes = [list(p) for p in state["probes"]]
+        self.probe_time = -math.inf if state["probe_time"] is None else float(state["probe_time"])
+        return self
+
+    def on_probe(self, probe_id: str, probe_type: str, start: float, end: float) -> None:
+        """A completed probe; it is applied by the first window that ends at or after it."""
+        self.probes.append([float(end), str(probe_id), str(probe_type), float(start)])
+        self.probe_time = max(self.probe_time, float(end))
+
+    def _apply_probes(self, now: float) -> None:
+        """The received probes that ended by window time ``now``, in end-time order: their runtime ratios
+        (the baseline is the first runs *by end time*) credited to the windows they overlap."""
+        due = sorted(p for p in self.probes if p[0] <= now)
+        self.probes = [p for p in self.probes if p[0] > now]
+        for end, probe_id, probe_type, start in due:
+            ratio = self.tracker.observe(probe_type, end - start)["ratio"]
+            self.labeler.probe_completed(probe_id, start, end, ratio)
 
     def on_window(self, window_end: float, features: dict) -> dict:
-        """Predict the new window (before it joins the bank); returns the degradation state."""
+        """Predict the new window (before it joins the bank); returns the degradation state.
+
+        The probes received that ended by ``window_end`` are applied first, so labels and the bank
+        are functions of event time whenever the probe stream has passed ``window_end``."""
+        self._apply_probes(window_end)
         degraded, probability = self.detector.observe_window(features, window_end)
         self.labeler.add_window(window_end, features)
         self._flush_labels(window_end)
@@ -162,25 +218,25 @@ class CanarioState:
         for w_end, _f, ratio in self.labeler.ready(now):
             self.detector.add_label(w_end, ratio)
 
-    def on_job_submitted(self, job_id: str, script: str) -> float:
-        """Score a submitted job's script once (PRIONN); the score joins the job later."""
-        p = self.sensitivity[str(job_id)] = self.classifier.predict_one(script)
-        self.scripts[str(job_id)] = script
-        return p
+    def _score(self, jobs: Sequence[dict]) -> None:
+        """Score (PRIONN, once per job) the jobs' scripts; forget the scores of jobs no longer present.
 
-    def on_job_completed(self, job_id: str, sensitive: Optional[bool] = None) -> None:
-        """Forget the job; a §4.3 label (when known) trains the classifier."""
-        script = self.scripts.pop(str(job_id), None)
-        self.sensitivity.pop(str(job_id), None)
-        if script is not None and sensitive is not None:
-            self.classifier.learn_one(script, sensitive)
+        Scores come from the job records themselves (``script`` of the submit event), so
+        whichever worker owns the file system scores the same jobs the same way.
+        """
+        ids = [str(j["job_id"]) for j in jobs]
+        new = {i: j["script"] for i, j in zip(ids, jobs) if i not in self.sensitivity and j.get("script")}
+        if new:
+            self.sensitivity.update(zip(new, self.classifier.predict_many(list(new.values())).tolist()))
+        self.sensitivity = {i: self.sensitivity[i] for i in ids if i in self.sensitivity}
 
     def decide(self, now: float, queued: Sequence[dict], running: Sequence[dict]) -> list[dict]:
         """Fig. 5.1 actions at ``now`` for the queue and running jobs *at* ``now``; updates the delayed set.
 
         ``queued``/``running`` are ``JobTimeline.queued_at(now)``/``running_at(now)`` records;
-        jobs without a score count as not sensitive.
+        jobs without a script (hence without a score) count as not sensitive.
         """
+        self._score([*queued, *running])
         def scored(j: dict) -> dict:
             return {"job_id": j["job_id"], "num_nodes": int(j.get("num_nodes") or len(j.get("nodes") or []) or 1),
                     "nodes": list(j.get("nodes") or []), "start": j.get("start_time"),

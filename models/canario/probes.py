@@ -100,6 +100,15 @@ class ProbeTracker:
         return {"expected_s": expected, "ratio": ratio, "degraded": bool(ratio > self.threshold),
                 "baseline_complete": self.baseline_complete(probe_type)}
 
+    def to_state(self) -> dict:
+        """JSON-safe state: the baseline runs so far and the fixed expected runtimes."""
+        return {"baseline": {k: list(v) for k, v in self._baseline.items()}, "fixed": dict(self._fixed)}
+
+    def load_state(self, state: dict) -> "ProbeTracker":
+        self._baseline = {str(k): [float(x) for x in v] for k, v in state["baseline"].items()}
+        self._fixed = {str(k): float(v) for k, v in state["fixed"].items()}
+        return self
+
 
 def probe_ratios(probe_type: np.ndarray, runtime_s: np.ndarray, order: np.ndarray,
                  n_baseline: int = DEFAULT_BASELINE_RUNS) -> tuple[np.ndarray, np.ndarray]:
