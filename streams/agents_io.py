@@ -5,7 +5,7 @@ A file system's state has one owner: ``samples.io`` is keyed by the file system
 partition, hence one worker, holds its windows, probe labels and detector.  Batches of
 1 s node IO rates are summed into the system's 1-minute windows
 (:class:`~hpcguard.models.canario.online.SystemIoWindows`: event time, watermark over the
-nodes' clocks — the node is in each record —, idle nodes by processing time); samples
+nodes' clocks — the node is in each record —, idle nodes quiet while the stream moves); samples
 behind the watermark are dead-lettered as ``late``.  Each closed window is judged by the
 online detector and, once the job stream's watermark has passed the window's end
 (bounded wait), the Fig. 5.1 actions are decided on the queue and running jobs *at* that
@@ -118,6 +118,7 @@ class SystemState:
 def register(app: faust.App) -> None:
     hpc = app.hpc
     pipe, door, w = hpc.pipeline, hpc.plumbing, hpc.settings.worker
+    clock = hpc.stream_clock  # idleness stands still while nothing arrives (broker down)
     if pipe.canario is None:
         pipe.canario = canario_state(hpc.settings)
     fs = SystemState(app, pipe.canario)
@@ -180,6 +181,7 @@ def register(app: faust.App) -> None:
     async def io_windows(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
             metrics.RECORDS_IN.labels(hpc.names.samples_io).inc(len(events))
+            clock.heard()
             fs.restore()
             good = []
             for ev in events:
@@ -197,7 +199,7 @@ def register(app: faust.App) -> None:
             closed, late = fs.windows.add_many([s["node"] for _, s in good], np.array([s["time"] for _, s in good]),
                                                np.array([v.get("io_read_bytes", 0.0) for v in values]),
                                                np.array([v.get("io_write_bytes", 0.0) for v in values]),
-                                               now=pipe.clock(), hold=backlog())
+                                               now=clock(), hold=backlog())
             for i in late:
                 ev = good[i][0]
                 door.dead_letter(ev.message.topic, "late", f"IO sample at {good[i][1]['time']} is behind the IO "
@@ -212,7 +214,7 @@ def register(app: faust.App) -> None:
     async def idle_io_nodes() -> None:
         if not fs.loaded:
             return  # nothing of this file system here (yet)
-        closed = fs.windows.advance(pipe.clock(), backlog())
+        closed = fs.windows.advance(clock(), backlog())
         if closed:
             await on_windows(closed)
             fs.save(True)

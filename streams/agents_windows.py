@@ -29,7 +29,6 @@ from hpcguard.models.features import CANONICAL_SENSORS
 from hpcguard.models.grid import NodeGrid
 from hpcguard.streams import metrics
 from hpcguard.streams.app import out
-from hpcguard.streams.liveness import StreamClock
 from hpcguard.streams.output_log import OutputLog, deliver
 
 BATCH, WITHIN_S = 2000, 0.2  # per-batch work (grid changelog writes, backlog check) is amortised over more samples
@@ -56,7 +55,7 @@ def register(app: faust.App) -> None:
     predictions, cluster_topic = out(app, "predictions"), out(app, "cluster")
     outputs = OutputLog(app, hpc.tables.grids, hpc.names.predictions)
     sources = tuple(w.grid_sources)
-    clock = hpc.stream_clock = StreamClock(pipe.clock)
+    clock = hpc.stream_clock
     lock = asyncio.Lock()  # the batch agent and the idle timer: publish-then-persist never interleaves
 
     inputs = (hpc.names.samples_ipmi, hpc.names.samples_os)

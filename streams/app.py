@@ -25,6 +25,7 @@ from hpcguard.connectors.kafka import faust_broker_config, kafka_python_config
 from hpcguard.connectors.validation import DoorLimits, NodeInventory
 from hpcguard.settings import Settings
 from hpcguard.streams.cluster_view import ClusterView
+from hpcguard.streams.liveness import StreamClock
 from hpcguard.streams.plumbing import Plumbing
 from hpcguard.streams.topics import TopicNames
 
@@ -104,6 +105,8 @@ def create_app(pipeline: Pipeline) -> faust.App:
         ),
         # cluster-wide, on every worker: all jobs, nodes' first samples, warning episodes (a broadcast join)
         cluster=ClusterView(s.topics.partitions, s.worker.jobs_lateness_s),
+        # idleness clock of the node grids and the IO windows: stands still while nothing arrives
+        stream_clock=StreamClock(pipeline.clock),
     )
     app.hpc.job_progress = [float("-inf"), time.monotonic()]  # job stream watermark, wall time it last moved
     if pipeline.outbox is not None:
