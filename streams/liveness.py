@@ -7,6 +7,9 @@ A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings `
 - or offset commits keep failing (``max_commit_errors`` errors logged by aiokafka's group
   coordinator, e.g. ``UnknownTopicOrPartitionError`` after a broker restart lost its topics)
   with no progress in between;
+- or a partition's committed offset has not moved while its stream read past it (an
+  acknowledgement that never comes, e.g. Faust's gap handling after a redelivery: offsets
+  would stay uncommitted for good);
 - or the broker has not answered an end-offset query.
 
 On a stall the worker logs it (CRITICAL, with the partitions and the reason), sets
@@ -72,7 +75,8 @@ class ProgressWatch:
         self.last_progress: float | None = None  # last move, or last time there was nothing to read
         self.last_moved: float | None = None  # last time a read position moved
         self.broker_silent_since: float | None = None
-        self.cause = ""  # progress | commit | broker: what the last stall verdict was about
+        self.commits: dict[Hashable, tuple[int | None, float]] = {}  # committed offset, since when
+        self.cause = "" # progress | commit | broker: what the last stall verdict was about
 
     def commit_failed(self) -> None:
         self.commit_errors += 1
@@ -116,6 +120,35 @@ class ProgressWatch:
             return (f"no progress for {idle:.0f} s while the broker holds {sum(waiting.values())} more records "
                     f"on {names}")
         return self._commit_verdict(now)
+
+    def observe_commits(self, now: float, committed: Mapping[Hashable, int | None],
+                        positions: Mapping[Hashable, int | None]) -> str | None:
+        """The stall reason when a partition's committed offset stood still for ``stall_after_s``
+        while its stream read past it (an acknowledgement that never comes: offsets would
+        stay uncommitted forever, and every restart would redeliver from there).
+
+        >>> w = ProgressWatch(stall_after_s=60, max_commit_errors=50)
+        >>> w.observe_commits(0, {"p0": 540}, {"p0": 900}) is None
+        True
+        >>> w.observe_commits(61, {"p0": 540}, {"p0": 1173})
+        'offsets of p0 not committed past 540 for 61 s though its stream read to 1173'
+        >>> w.observe_commits(62, {"p0": 1173}, {"p0": 1173}) is None
+        True
+        """
+        for tp, pos in positions.items():
+            done = committed.get(tp)
+            behind = pos is not None and done is not None and pos > done
+            last = self.commits.get(tp)
+            if last is None or last[0] != done or not behind:
+                self.commits[tp] = (done, now)
+                continue
+            if now - last[1] >= self.stall_after_s:
+                self.cause = "commit"
+                return (f"offsets of {tp} not committed past {done} for {now - last[1]:.0f} s though its stream "
+                        f"read to {pos}")
+        for tp in set(self.commits) - set(positions):  # revoked partitions
+            self.commits.pop(tp, None)
+        return None
 
     def _commit_verdict(self, now: float) -> str | None:
         if self.last_moved is None:
@@ -243,7 +276,8 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             positions = _positions(app, tps)
             for tp in tps:
                 CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
-            verdict = watch.observe(now, positions, ends)
+            verdict = watch.observe(now, positions, ends) or watch.observe_commits(
+                now, {tp: app.consumer._committed_offset.get(tp) for tp in tps}, positions)
         if verdict is None:
             if reported:
                 log.warning("consumer progresses again")
