@@ -39,6 +39,7 @@ class DemoConfig:
     cache_dir: str | None = None  # trained demo models, keyed by their parameters
     worker_env: dict | None = None  # extra HPCGUARD_WORKER__* settings for the workers
     offline: bool = True        # also compute the offline decisions on the same files (parity)
+    sensor_map: str | None = None  # site sensor mapping for training, the workers and the offline scan
     quiet: bool = False
 
 
@@ -49,14 +50,17 @@ def _say(cfg: DemoConfig, msg: str) -> None:
         Console(stderr=True).print(f"[bold cyan]demo[/] {msg}")
 
 
-def train_baseline_model(data_dirs: list[str], out_dir: str, persistence: int = 2) -> dict[str, Any]:
+def train_baseline_model(data_dirs: list[str], out_dir: str, persistence: int = 2,
+                         sensor_map: str | None = None) -> dict[str, Any]:
     """Learn baseline bounds from the healthy windows of recorded directories."""
+    from hpcguard.connectors.mapping import SensorMapping
     from hpcguard.connectors.recorded import load_failures, load_sensor_grid
     from hpcguard.models.baseline import BaselineDetector, healthy_windows
 
+    mapping = SensorMapping.load(sensor_map)
     windows = []
     for d in data_dirs:
-        grid = load_sensor_grid(d, grid_s=15.0)
+        grid = load_sensor_grid(d, grid_s=15.0, mapping=mapping)
         failures = load_failures(d)
         f_nodes, f_times = _failure_arrays(failures)
         index = {n: i for i, n in enumerate(grid.nodes)}
@@ -152,6 +156,10 @@ def demo_model(cfg: DemoConfig, workdir: Path) -> tuple[str, bool]:
     train_nodes = cfg.nodes if cfg.detector == "baseline" else max(cfg.nodes, 64)
     train_hours = cfg.train_hours or (max(6.0, cfg.hours * 3) if cfg.detector == "baseline" else 24.0)
     key = f"{cfg.detector}-n{train_nodes}-h{train_hours:g}-s{cfg.seed + 1000}-{_code_digest()}"
+    if cfg.sensor_map:  # a model trained through another mapping is another model
+        from hpcguard.connectors.mapping import SensorMapping
+
+        key += f"-m{SensorMapping.load(cfg.sensor_map).digest[:8]}"
     cached = cache_root(cfg) / "demo-models" / key
     if (cached / "COMPLETE").exists():
         _say(cfg, f"{cfg.detector} detector from the cache: {cached}")
@@ -163,7 +171,7 @@ def demo_model(cfg: DemoConfig, workdir: Path) -> tuple[str, bool]:
 
     simulate_telemetry(str(train_dir), nodes=train_nodes, hours=train_hours, seed=cfg.seed + 1000)
     building = cached.with_name(f"{key}.{uuid.uuid4().hex[:8]}.tmp")
-    train_model(str(train_dir), str(building), seed=cfg.seed, detector=cfg.detector)
+    train_model(str(train_dir), str(building), seed=cfg.seed, detector=cfg.detector, sensor_map=cfg.sensor_map)
     (building / "COMPLETE").write_text(json.dumps({"detector": cfg.detector, "nodes": train_nodes,
                                                    "hours": train_hours, "seed": cfg.seed + 1000}))
     try:
@@ -277,7 +285,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         settings = Settings.load().with_overrides(
             kafka=dict(bootstrap=bootstrap),
             topics=dict(partitions=max(Settings.load().topics.partitions, cfg.workers)),
-            worker=dict(app_id=f"hpcguard-demo-{uuid.uuid4().hex[:8]}", data_dir=str(workdir / "worker")),
+            worker=dict(app_id=f"hpcguard-demo-{uuid.uuid4().hex[:8]}", data_dir=str(workdir / "worker"),
+                        sensor_map=cfg.sensor_map or Settings.load().worker.sensor_map),
             adapter=dict(kind="dry-run", audit_log=str(workdir / "actions-audit.jsonl"),
                          ledger=str(workdir / "ledger.sqlite")))
         k = settings.kafka
@@ -300,6 +309,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
         model_dir, from_cache = (cfg.model, False) if cfg.model else demo_model(cfg, workdir)
         env = {**pfs["env"], **(cfg.worker_env or {})}  # PFS scenario: worker CanarIO settings
+        if cfg.sensor_map:
+            env["HPCGUARD_WORKER__SENSOR_MAP"] = cfg.sensor_map
         # the site's inventory: the IO windows wait for every node, whichever worker normalizes its samples
         env.setdefault("HPCGUARD_DOOR__NODES", ",".join(json.loads((data_dir / "meta.json").read_text())["nodes"]))
         if cfg.influx:
@@ -338,15 +349,16 @@ def _warned(predictions: list[dict], data_dir: Path) -> int:
                               f_nodes, f_times)["warned"])
 
 
-def train_model(history_dir: str, model_dir: str, seed: int, detector: str = "baseline") -> dict[str, Any]:
+def train_model(history_dir: str, model_dir: str, seed: int, detector: str = "baseline",
+                sensor_map: str | None = None) -> dict[str, Any]:
     """Train the demo's detector on a separate history: the baseline, or the failure
     ensemble through ``hpcguard train failure`` (the same command users run)."""
     if detector == "baseline":
-        return train_baseline_model([history_dir], model_dir)
+        return train_baseline_model([history_dir], model_dir, sensor_map=sensor_map)
     if detector != "ensemble":
         raise ValueError(f"unknown detector {detector!r}: baseline or ensemble")
     argv = [sys.executable, "-m", "hpcguard", "train", "failure", "--data", history_dir, "--out", model_dir,
-            "--seed", str(seed), "--json"]
+            "--seed", str(seed), "--json"] + (["--sensor-map", sensor_map] if sensor_map else [])
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"training the failure ensemble failed: {done.stderr.strip()[-2000:]}")

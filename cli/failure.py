@@ -10,6 +10,7 @@ from typing import Any, List, NamedTuple, Optional
 import typer
 
 from hpcguard.cli import app, emit_json, evaluate_app, fail, train_app
+from hpcguard.settings import Settings
 
 
 @app.command("uc")
@@ -51,9 +52,10 @@ NO_PRECURSOR = {"", "no_precursor", "none", "sudden", "sudden_death"}
 
 
 def _load_mapping(path: Optional[str]):
-    """The site's sensor mapping (``--sensor-map``), else the installed default."""
+    """The site's sensor mapping (``--sensor-map``), else ``worker.sensor_map``, else the installed default."""
     from hpcguard.connectors.mapping import SensorMapping
 
+    path = path or Settings.load().worker.sensor_map or None
     try:
         return SensorMapping.load(path)
     except (OSError, ValueError) as exc:
@@ -259,7 +261,8 @@ def train_failure(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
             positive_shifts=positive_shifts)
-        meta["sensor_map"] = str(Path(sensor_map).resolve()) if sensor_map else "default"
+        site_map = sensor_map or Settings.load().worker.sensor_map
+        meta["sensor_map"] = str(Path(site_map).resolve()) if site_map else "default"
         bar.update(task, description="writing model")
         try:
             save_model(ensemble, out, meta)

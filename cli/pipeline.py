@@ -130,6 +130,9 @@ def demo(
                                        "(org/bucket/token from HPCGUARD_INFLUX__*)."),
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve the worker's /metrics."),
     timeout: float = typer.Option(600, help="Give up waiting for the pipeline to drain after this many s."),
+    sensor_map: Optional[Path] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, sensors.toml "
+                                              "format) used to train the model, by the workers and by the offline "
+                                              "scan; default: worker.sensor_map, else the installed mapping."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Run the whole pipeline on a simulated cluster and print what it caught.
@@ -146,13 +149,20 @@ def demo(
         fail(f"unknown detector {detector!r}: ensemble or baseline")
     if speed is not None and speed <= 0:
         fail("--speed must be positive")
+    if sensor_map is not None:
+        from hpcguard.connectors.mapping import SensorMapping
+
+        try:
+            SensorMapping.load(str(sensor_map))
+        except (OSError, ValueError) as exc:
+            fail(f"cannot load sensor map {sensor_map}: {exc}")
     worker_env = {f"HPCGUARD_WORKER__{key}": str(value) for key, value in (("LATENESS_S", lateness), ("IDLE_S", idle))
                   if value is not None}
     cfg = DemoConfig(nodes=nodes, hours=hours, seed=seed, bootstrap=bootstrap, model=model, detector=detector,
                      workdir=str(workdir) if workdir else None, influx=influx, influx_version=influx_version,
                      metrics_port=metrics_port, timeout_s=timeout, speed=speed, workers=workers,
                      cache_dir=str(cache_dir) if cache_dir else None, worker_env=worker_env, offline=offline,
-                     quiet=json_out)
+                     quiet=json_out, sensor_map=str(sensor_map.resolve()) if sensor_map else None)
     try:
         summary = run_demo(cfg)
     except (RuntimeError, ConnectionError, FileNotFoundError, ValueError) as exc:

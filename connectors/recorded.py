@@ -284,7 +284,8 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     ``.tar.xz`` of them, streamed), or Telegraf line protocol.  ``settings`` (default:
     :meth:`Settings.load() <hpcguard.settings.Settings.load>`, i.e. ``HPCGUARD_CONFIG`` and
     the environment) gives the ``[ipmi]`` input (how tool output without poll lines is
-    timed, Telegraf's default host) and the ``[ldms]`` interfaces, as for replay; ``ipmi``
+    timed, Telegraf's default host), the ``[ldms]`` interfaces and, without ``mapping``, the
+    site's ``worker.sensor_map`` — as for replay and the worker; ``ipmi``
     overrides its ``[ipmi]``.  ``ldms/`` files with ``as_is`` names (``meminfo_8d2b8bd``)
     are read as their base schema; rows or metrics a file cannot give are counted in
     ``skipped`` (``ldms_<kind>``), never fatal.  The grid's ``coverage`` says how much of
@@ -293,8 +294,8 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     d = Path(data_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"no such directory: {d}")
-    mapping = mapping or SensorMapping.load()
     settings = settings or Settings.load()
+    mapping = mapping or SensorMapping.load(settings.worker.sensor_map or None)  # the worker's own mapping
     ipmi = ipmi or IpmiInput.from_settings(settings.ipmi)
     interfaces = LdmsColumns.from_settings(settings).netdev_interfaces
     meta = load_meta(d)
