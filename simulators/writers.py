@@ -97,21 +97,27 @@ def write_ipmi_node(path: str, node: str, start: float, readings: np.ndarray, up
     lines = [f"{sid},{name},{typ},%.2f,{units},'OK'\n" for sid, name, typ, units in sensors]
     tail = "".join(f"{sid},{name},{typ},N/A,{units},{event}\n" for sid, name, typ, units, event in discrete)
     tail = tail.replace("%", "%%")
-    table = np.column_stack([sec, ms[idx], vals])
-    na_rows = np.flatnonzero(np.isnan(vals).any(axis=1))
-    full = poll + "".join(lines) + tail
+    na = [f"{sid},{name},{typ},N/A,{units},N/A\n" for sid, name, typ, units in sensors]
+    _write_polls(path, np.column_stack([sec, ms[idx], vals]), poll, lines, na, tail)
+    return int(idx.size)
+
+
+def _write_polls(path: str, table: np.ndarray, poll: str, ok: Sequence[str], missing_line: Sequence[str],
+                 tail: str) -> None:
+    """Poll blocks from ``table`` rows ``(second, ms, reading...)``: ``poll``, one line per sensor
+    (``ok[i]`` with its %-format, ``missing_line[i]`` for a NaN reading), then ``tail``."""
+    vals = table[:, 2:]
+    full = poll + "".join(ok) + tail
     parts, prev = [], 0
-    for r in na_rows:  # rare polls with an N/A reading get their own template
+    for r in np.flatnonzero(np.isnan(vals).any(axis=1)):  # rare polls with a missing reading get their own template
         parts.append(format_rows(full, table[prev:r]))
         missing = np.isnan(vals[r])
-        fmt = poll + "".join(
-            f"{s[0]},{s[1]},{s[2]},N/A,{s[3]},N/A\n" if missing[i] else lines[i] for i, s in enumerate(sensors)) + tail
+        fmt = poll + "".join(missing_line[i] if missing[i] else ok[i] for i in range(len(ok))) + tail
         parts.append(fmt % tuple(table[r][np.concatenate([[True, True], ~missing])].tolist()))
         prev = r + 1
     parts.append(format_rows(full, table[prev:]))
     with open(path, "w") as fh:
         fh.write("".join(parts))
-    return int(idx.size)
 
 
 _IPMITOOL_UNITS = {"C": "degrees C", "V": "Volts", "RPM": "RPM"}
@@ -144,18 +150,7 @@ def write_ipmitool_node(path: str, node: str, start: float, readings: np.ndarray
     ns = [f"{name:<16} | {i + 1:02X}h | ns  | {ent:>4} | No Reading\n" for i, (_, name, _, _, ent) in enumerate(sensors)]
     tail = "".join(f"{name:<16} | {len(sensors) + i + 1:02X}h | ok  | {ent:>4} | {state}\n"
                    for i, (name, ent, state) in enumerate(discrete)).replace("%", "%%")
-    table = np.column_stack([int(start) + 15 * idx, ms[idx], vals])
-    full = poll + "".join(ok) + tail
-    parts, prev = [], 0
-    for r in np.flatnonzero(np.isnan(vals).any(axis=1)):  # rare polls with a missing reading
-        parts.append(format_rows(full, table[prev:r]))
-        missing = np.isnan(vals[r])
-        fmt = poll + "".join(ns[i] if missing[i] else ok[i] for i in range(len(sensors))) + tail
-        parts.append(fmt % tuple(table[r][np.concatenate([[True, True], ~missing])].tolist()))
-        prev = r + 1
-    parts.append(format_rows(full, table[prev:]))
-    with open(path, "w") as fh:
-        fh.write("".join(parts))
+    _write_polls(path, np.column_stack([int(start) + 15 * idx, ms[idx], vals]), poll, ok, ns, tail)
     return int(idx.size)
 
 
