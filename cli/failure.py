@@ -299,10 +299,11 @@ def _baseline_row(train_recs: list[Recorded], rec: Recorded, events, seed: int) 
         healthy = ev.subset(np.flatnonzero(ev.labels == 0))
         wins.append(event_windows(tr.values, healthy.nodes, healthy.times, tr.t0, 15.0, lead_minutes=2))
     det = BaselineDetector().learn_many(np.concatenate(wins))
-    # persistence: the window ending 2 min before the event and the one a step earlier both break a bound
-    now = event_windows(rec.values, events.nodes, events.times, rec.t0, 15.0, lead_minutes=2)
-    before = event_windows(rec.values, events.nodes, events.times - 15.0, rec.t0, 15.0, lead_minutes=2)
-    warn = (det.score_many(now) > 0) & (det.score_many(before) > 0)
+    # persistence: the windows ending 2 min before the event and persistence − 1 steps earlier all break a bound
+    warn = np.ones(len(events.labels), bool)
+    for back in range(det.persistence):
+        warn &= det.score_many(event_windows(rec.values, events.nodes, events.times - 15.0 * back, rec.t0, 15.0,
+                                             lead_minutes=2)) > 0
     return report_row(f"baseline-threshold@2min(persistence={det.persistence})", events.labels, warn), warn
 
 

@@ -27,6 +27,7 @@ from hpcguard.streams import metrics
 from hpcguard.streams.agents_decide import emit_action
 from hpcguard.streams.agents_jobs import wait_for_jobs
 from hpcguard.streams.app import out
+from hpcguard.streams.liveness import backlogged
 
 BATCH, WITHIN_S = 2000, 0.05
 
@@ -130,11 +131,7 @@ def register(app: faust.App) -> None:
     def backlog() -> bool:
         """Whether ``samples.io`` still has unread records here (a consumer backlog, not silent nodes): then
         no node is judged idle."""
-        try:
-            return any((app.consumer.highwater(tp) or 0) > app.consumer._read_offset.get(tp, -1) + 1
-                       for tp in app.consumer.assignment() if tp.topic == hpc.names.samples_io)
-        except Exception:  # noqa: BLE001 — no consumer yet (start-up, test context): no backlog known
-            return False
+        return bool(backlogged(app, (hpc.names.samples_io,)))
 
     @app.on_partitions_revoked.connect
     async def forget(sender, revoked, **kwargs) -> None:

@@ -29,6 +29,7 @@ from hpcguard.models.features import CANONICAL_SENSORS
 from hpcguard.models.grid import NodeGrid
 from hpcguard.streams import metrics
 from hpcguard.streams.app import out
+from hpcguard.streams.liveness import backlogged
 from hpcguard.streams.output_log import OutputLog, deliver
 
 BATCH, WITHIN_S = 2000, 0.2  # per-batch work (grid changelog writes, backlog check) is amortised over more samples
@@ -62,11 +63,7 @@ def register(app: faust.App) -> None:
 
     def held() -> set[str]:
         """Sources whose input topic still has unread records (a backlog, not a silent source): never idle."""
-        try:
-            backlog = {tp.topic for tp in app.consumer.assignment() if tp.topic in inputs
-                       and (app.consumer.highwater(tp) or 0) > app.consumer._read_offset.get(tp, -1) + 1}
-        except Exception:  # noqa: BLE001 — no consumer yet (start-up, test context): nothing held
-            return set()
+        backlog = backlogged(app, inputs)
         return {s for s in sources if (inputs[0] if s == "ipmi" else inputs[1]) in backlog}
 
     def grid_of(node: str) -> NodeGrid:
@@ -92,7 +89,7 @@ def register(app: faust.App) -> None:
         """The closed steps with enough history and not yet published, with their windows (taken now)."""
         g, done = grids[node], emitted.get(node, -math.inf)
         return [(node, st, ingested, g.window(st, steps=history)) for st in closed
-                if st + w.grid_s > done and g.complete(st, steps=history)]
+                if st + w.grid_s > done and g.complete(st)]  # judged on its window, as offline (cli/online.py)
 
     async def publish(due: list[tuple]) -> None:
         """One batched prediction for the closed steps (event-time order), delivered before anything is persisted."""

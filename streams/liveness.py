@@ -122,22 +122,29 @@ class ProgressWatch:
         return self._commit_verdict(now)
 
     def observe_commits(self, now: float, committed: Mapping[Hashable, int | None],
-                        positions: Mapping[Hashable, int | None]) -> str | None:
+                        last_read: Mapping[Hashable, int | None]) -> str | None:
         """The stall reason when a partition's committed offset stood still for ``stall_after_s``
         while its stream read past it (an acknowledgement that never comes: offsets would
         stay uncommitted forever, and every restart would redeliver from there).
 
+        ``last_read`` is the offset of the last record read.  Why a stall needs it beyond the
+        committed offset (two records unacknowledged, not one): faust sets its read offset to
+        the committed offset when it seeks, so right after a restart "last read = committed"
+        means nothing was read yet.
+
         >>> w = ProgressWatch(stall_after_s=60, max_commit_errors=50)
-        >>> w.observe_commits(0, {"p0": 540}, {"p0": 900}) is None
+        >>> w.observe_commits(0, {"p0": 540}, {"p0": 899}) is None
         True
-        >>> w.observe_commits(61, {"p0": 540}, {"p0": 1173})
-        'offsets of p0 not committed past 540 for 61 s though its stream read to 1173'
-        >>> w.observe_commits(62, {"p0": 1173}, {"p0": 1173}) is None
+        >>> w.observe_commits(61, {"p0": 540}, {"p0": 1172})
+        'offsets of p0 not committed past 540 for 61 s though its stream read offset 1172'
+        >>> w.observe_commits(62, {"p0": 1173}, {"p0": 1172}) is None
+        True
+        >>> w.observe_commits(200, {"p0": 1173}, {"p0": 1173}) is None  # just restarted: seek set read = committed
         True
         """
-        for tp, pos in positions.items():
+        for tp, read in last_read.items():
             done = committed.get(tp)
-            behind = pos is not None and done is not None and pos > done
+            behind = read is not None and done is not None and read > done
             last = self.commits.get(tp)
             if last is None or last[0] != done or not behind:
                 self.commits[tp] = (done, now)
@@ -145,8 +152,8 @@ class ProgressWatch:
             if now - last[1] >= self.stall_after_s:
                 self.cause = "commit"
                 return (f"offsets of {tp} not committed past {done} for {now - last[1]:.0f} s though its stream "
-                        f"read to {pos}")
-        for tp in set(self.commits) - set(positions):  # revoked partitions
+                        f"read offset {read}")
+        for tp in set(self.commits) - set(last_read):  # revoked partitions
             self.commits.pop(tp, None)
         return None
 
@@ -225,13 +232,44 @@ def _watched(app: Any) -> list:
 
 
 def _positions(app: Any, tps: list) -> dict:
-    """Next offset each partition's stream will read (faust's read offset + 1, else the committed one)."""
+    """Next offset each partition's stream will read (faust's read offset + 1, else the committed one).
+
+    Right after a seek faust's read offset is the committed offset itself, so until the first
+    record arrives this is one past the true position: a single unread record then is not
+    counted as waiting (the next one is).
+    """
     consumer = app.consumer
     out = {}
     for tp in tps:
         read = consumer._read_offset.get(tp)  # faust keeps no public accessor for it
         out[tp] = read + 1 if read is not None else consumer._committed_offset.get(tp)
     return out
+
+
+def backlogged(app: Any, topics: tuple[str, ...] | set[str]) -> set[str]:
+    """The ``topics`` with records this worker has not read yet (a consumer backlog, not silent sources).
+
+    Errs on the side of a backlog, which only delays idleness: a partition whose end is not
+    known yet, and one where faust's read offset equals the committed offset (right after a
+    seek that means nothing was read yet), count as behind while any record lies at or after it.
+    """
+    try:
+        consumer = app.consumer
+        behind = set()
+        for tp in consumer.assignment():
+            if tp.topic not in topics:
+                continue
+            high, read = consumer.highwater(tp), consumer._read_offset.get(tp)  # no public accessor for the latter
+            if high is None:
+                behind.add(tp.topic)
+            elif read is None or read == consumer._committed_offset.get(tp):
+                if high > (read or 0):
+                    behind.add(tp.topic)
+            elif high > read + 1:
+                behind.add(tp.topic)
+        return behind
+    except Exception:  # noqa: BLE001 — no consumer yet (start-up, test context): no backlog known
+        return set()
 
 
 def _stop_and_exit(app: Any, grace_s: float) -> None:
@@ -277,7 +315,8 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             for tp in tps:
                 CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
             verdict = watch.observe(now, positions, ends) or watch.observe_commits(
-                now, {tp: app.consumer._committed_offset.get(tp) for tp in tps}, positions)
+                now, {tp: app.consumer._committed_offset.get(tp) for tp in tps},
+                {tp: app.consumer._read_offset.get(tp) for tp in tps})
         if verdict is None:
             if reported:
                 log.warning("consumer progresses again")

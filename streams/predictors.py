@@ -18,7 +18,6 @@ import numpy as np
 
 from hpcguard.models.baseline import NAME as BASELINE_NAME
 from hpcguard.models.baseline import BaselineDetector
-from hpcguard.models.features import WINDOW_STEPS
 from hpcguard.streams import metrics
 
 
@@ -38,13 +37,13 @@ class BaselinePredictor:
         self.name = BASELINE_NAME
         self.version = version
         self.lead_minutes = lead_minutes
-        self.history_steps = WINDOW_STEPS
+        self.history_steps = detector.history_steps
         self.fpr: float | None = None
 
     def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
         started = time.perf_counter()
         scores = self.detector.score_many(windows)
-        warn = self.detector.predict_many(nodes, windows)
+        warn = self.detector.predict_many(windows)
         metrics.INFERENCE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
         out = []
         for i in range(len(nodes)):

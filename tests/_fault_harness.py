@@ -41,10 +41,12 @@ class Outcome:
     recoveries_s: list[float] = field(default_factory=list)
 
     def keys(self, kind: str) -> Counter:
-        """Identity of each output record: predictions by (node, time), actions/acks by action id."""
+        """Identity of each output record: predictions by (node, time) and what they said (warn, probability),
+        actions/acks by action id."""
         recs = [r for r, _ in self.records[kind]]
         if kind == "predictions":
-            return Counter((r["node"], r["time"], r["model"]) for r in recs)
+            return Counter((r["node"], r["time"], r["model"], r["warn"], round(float(r["failure_probability"]), 9))
+                           for r in recs)
         return Counter(r["action_id"] for r in recs)
 
     def compare(self, clean: "Outcome") -> dict[str, dict[str, int]]:
@@ -269,7 +271,8 @@ class FaultRun:
         return [v for v, _, _ in read_topic(self.bootstrap, self.topics.dlq) if isinstance(v, dict)]
 
     def log_tail(self, n: int = 3000) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return (self.tmp / "worker.log").read_text(errors="replace")[-n:]
 
     def produce_raw(self, items: list[tuple[str, bytes]]) -> list[tuple[str, int]]:

@@ -70,10 +70,27 @@ def clean(broker, recording, tmp_path_factory) -> Outcome:
     return out
 
 
-def _check(name: str, run: FaultRun, out: Outcome, clean: Outcome, injected: str, caused_exits: int = 0) -> None:
+COMMIT_STALL = "consumer stalled: offsets of"  # the liveness guard's log line for a commit that never comes
+
+
+def _check(name: str, run: FaultRun, out: Outcome, clean: Outcome, injected: str, after_kill: bool = False) -> None:
+    """0 lost, 0 duplicated outputs; 0 worker exits the fault did not cause.
+
+    ``after_kill``: a worker killed with -9 stays in its consumer group until its session
+    expires, so the restarted worker goes through a rebalance, in which faust can lose the
+    acknowledgement of an in-flight record; its offsets are then never committed again.  The
+    liveness guard detects that (``COMMIT_STALL``) and exits 75, and the restart redelivers from
+    the committed offsets.  Such exits are caused by the fault: counted, reported, allowed.
+    """
     diff = out.compare(clean)
-    write_report(name, {"injected": injected, "diff": diff, "exits": out.exits, "recovery_s": out.recoveries_s})
-    assert out.exits == [], f"worker exits the fault did not cause: {out.exits}\n{run.log_tail()}"
+    log = (run.tmp / "worker.log").read_text(errors="replace")
+    commit_restarts = min(out.exits.count(75), log.count(COMMIT_STALL)) if after_kill else 0
+    unexplained = list(out.exits)
+    for _ in range(commit_restarts):
+        unexplained.remove(75)
+    write_report(name, {"injected": injected, "diff": diff, "exits": out.exits, "commit_stall_restarts": commit_restarts,
+                        "recovery_s": out.recoveries_s})
+    assert unexplained == [], f"worker exits the fault did not cause: {unexplained}\n{run.log_tail()}"
     for kind in (*OUTPUTS, "executions"):
         assert diff[kind]["lost"] == 0, f"{name}: lost {kind}: {diff}"
         assert diff[kind]["duplicated"] == 0, f"{name}: duplicated {kind}: {diff}"
@@ -193,7 +210,8 @@ def test_kill_9_at_three_points_of_a_replay(broker, recording, clean, tmp_path):
             run.mark_recovery()
         run.settle()
         out = run.outcome()
-    _check("kill -9 at 25/50/75 % of the replay", run, out, clean, "kill -9 of the worker at 25, 50, 75 %")
+    _check("kill -9 at 25/50/75 % of the replay", run, out, clean, "kill -9 of the worker at 25, 50, 75 %",
+           after_kill=True)
 
 
 SLOW_ADAPTER = """#!/bin/sh
@@ -239,7 +257,8 @@ def test_kill_inside_the_adapter(broker, recording, clean, tmp_path):
         assert killed, "no adapter execution to interrupt"
         run.settle()
         out = run.outcome()
-    _check("kill -9 inside the adapter", run, out, clean, "kill -9 of the worker while the command adapter ran")
+    _check("kill -9 inside the adapter", run, out, clean, "kill -9 of the worker while the command adapter ran",
+           after_kill=True)
 
 
 # -- broker faults -------------------------------------------------------------------------
