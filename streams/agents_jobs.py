@@ -61,6 +61,18 @@ def register(app: faust.App) -> None:
     hpc = app.hpc
     pipe, door, view = hpc.pipeline, hpc.plumbing, hpc.cluster
     node_jobs, plans = out(app, "node_jobs"), out(app, "plans")
+    inventory = door.inventory
+
+    def machine_nodes(t: float) -> int:
+        """The machine's node count for a plan at ``t`` (Eq. 3.14's N, unless ``policy.system_nodes`` is set).
+
+        A configured hostlist (``door.nodes``) is the same whenever the job stream is read; without
+        one, the nodes whose first sample this worker has seen by ``t`` — which depends on how far
+        the telemetry had been read when the job event arrived.
+        """
+        if inventory is not None and inventory.fixed:
+            return len(inventory.known)
+        return len(view.nodes_at(t))
 
     @app.agent(hpc.topics.jobs, name="jobs")
     async def jobs(stream: faust.StreamT) -> None:
@@ -78,6 +90,5 @@ def register(app: faust.App) -> None:
                     for node in event.get("nodes") or []:
                         door.publish(node_jobs, node, event)
                     if event["event"] == "start" and pipe.plan is not None and event.get("time_limit_s"):
-                        system_nodes = max(len(view.nodes_at(event["time"])), len(event.get("nodes") or []))
-                        plan = pipe.plan(event, system_nodes)
+                        plan = pipe.plan(event, max(machine_nodes(event["time"]), len(event.get("nodes") or [])))
                         door.publish(plans, job_id, {**plan, "time": event["time"], "v": 1})

@@ -5,20 +5,22 @@ import json
 from _pipeline import HEALTHY, baseline_model
 from hpcguard.settings import Settings
 from hpcguard.streams.app import Pipeline, create_app
+from hpcguard.streams.decisions import plan_for
 from hpcguard.streams.predictors import load_predictor
 from hpcguard.streams.topics import TopicNames
 
 T0 = 1_700_000_000.0
 
 
-def make_app(tmp_path, roles, predictor=None):
+def make_app(tmp_path, roles, predictor=None, nodes="", plan=False):
     s = Settings()
     s.worker.data_dir = str(tmp_path / "state")
     s.worker.grid_sources = ("ipmi",)
     s.worker.job_wait_s = 0.2
+    s.door.nodes = nodes
     box: list = []
     pipe = Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), predictor=predictor, outbox=box,
-                    roles=frozenset(roles))
+                    roles=frozenset(roles), plan=plan_for(s) if plan else None)
     app = create_app(pipe)
     app.finalize()
     app.conf.store = "memory://"
@@ -73,6 +75,22 @@ def test_decide_joins_the_job_running_at_the_warning_time(tmp_path):
     assert [(a["kind"], a["job_id"], a["time"]) for a in actions] == [("checkpoint", "1", T0 + 1800)]
     assert "job_join" not in actions[0]["reason"]  # the job stream had passed the warning's time
     assert [d["error_kind"] for d in dead] == ["bad_id"]
+
+
+def test_checkpoint_plans_count_the_configured_machine_not_the_nodes_seen_so_far(tmp_path):
+    """With a hostlist the plan's machine size (Eq. 3.14's N) does not depend on how much telemetry was read."""
+    start = {"job_id": "7", "event": "start", "time": T0, "nodes": ["n3"], "num_nodes": 1, "time_limit_s": 86400,
+             "v": 1}
+    plans = {}
+    for nodes in ("n[1-64]", ""):
+        app, box = make_app(tmp_path / (nodes or "none"), {"jobs"}, nodes=nodes, plan=True)
+        asyncio.run(feed(app, "jobs", [("7", start)]))
+        [plans[nodes]] = [v for topic, _, v in box if topic.endswith("plans")]
+    s = Settings()
+    expected = plan_for(s)({**start}, 64)
+    assert plans["n[1-64]"]["job_mtbf_h"] == expected["job_mtbf_h"]
+    # no hostlist, no node seen yet: the job's own node is the machine
+    assert plans[""]["job_mtbf_h"] == plan_for(s)({**start}, 1)["job_mtbf_h"] != expected["job_mtbf_h"]
 
 
 def test_io_windows_close_by_event_time_and_late_samples_are_dead_lettered(tmp_path):
