@@ -289,6 +289,44 @@ def _stop_and_exit(app: Any, grace_s: float) -> None:
     asyncio.get_running_loop().create_task(stop())
 
 
+class BrokerCommits:
+    """The group's committed offsets as the broker stores them (kafka-python, off the event loop).
+
+    Why not faust's own record of them: faust notes an offset as committed even when the
+    commit failed (a ``CommitFailedError`` "already rebalanced" is swallowed), so a worker
+    whose commits all fail believes it is up to date while every restart would redeliver
+    from far behind.  One OffsetFetch per partition and check, on a consumer that never
+    joins the group.
+    """
+
+    def __init__(self, kafka: Any, group_id: str):
+        self.kafka, self.group_id = kafka, group_id
+        self._consumer = None
+
+    def read(self, tps: list) -> dict:
+        """``{tp: committed offset or None}``; raises on broker errors (the caller falls back)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        from hpcguard.connectors.kafka import kafka_python_config
+
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(**kafka_python_config(self.kafka), group_id=self.group_id,
+                                           enable_auto_commit=False)
+        try:
+            return {tp: self._consumer.committed(TopicPartition(tp.topic, tp.partition)) for tp in tps}
+        except Exception:
+            self.close()  # a broken connection: a fresh consumer next time
+            raise
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close()
+            except Exception:  # noqa: BLE001 — closing a broken consumer
+                pass
+
+
 def install(app: Any, settings: Any) -> ProgressWatch:
     """Register the stall check on ``app`` with ``Settings().liveness``; returns its watch."""
     watch = ProgressWatch(settings.stall_after_s, settings.max_commit_errors)
@@ -297,6 +335,31 @@ def install(app: Any, settings: Any) -> ProgressWatch:
     stream_clock = getattr(getattr(app, "hpc", None), "stream_clock", None)  # the windows agent's idleness clock
     if stream_clock is not None:
         stream_clock.fresh_s = 2 * settings.check_every_s
+
+    hpc_settings = getattr(getattr(app, "hpc", None), "settings", None)
+    broker_commits = BrokerCommits(hpc_settings.kafka, app.conf.id) if hpc_settings is not None else None
+
+    querying: list = []  # non-empty while a committed-offset query runs in the executor
+
+    def _read_then_release(tps: list) -> dict:
+        try:
+            return broker_commits.read(tps)
+        finally:
+            querying.clear()
+
+    async def committed_offsets(tps: list) -> dict:
+        """The broker's committed offsets of ``tps``; faust's own record where the broker cannot say."""
+        faust_view = {tp: app.consumer._committed_offset.get(tp) for tp in tps}
+        if broker_commits is None or not tps or querying:
+            return faust_view
+        querying.append(True)  # one query at a time: kafka-python's consumer is not thread-safe
+        try:
+            stored = await asyncio.wait_for(asyncio.shield(asyncio.get_running_loop().run_in_executor(
+                None, _read_then_release, tps)), timeout=QUERY_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 — the end-offset query reports an unreachable broker
+            log.debug("committed-offset query failed: %r", exc)
+            return faust_view
+        return {tp: stored.get(tp) if stored.get(tp) is not None else faust_view[tp] for tp in tps}
 
     async def check_liveness() -> None:
         nonlocal reported
@@ -315,8 +378,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             for tp in tps:
                 CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
             verdict = watch.observe(now, positions, ends) or watch.observe_commits(
-                now, {tp: app.consumer._committed_offset.get(tp) for tp in tps},
-                {tp: app.consumer._read_offset.get(tp) for tp in tps})
+                now, await committed_offsets(tps), {tp: app.consumer._read_offset.get(tp) for tp in tps})
         if verdict is None:
             if reported:
                 log.warning("consumer progresses again")

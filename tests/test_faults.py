@@ -3,8 +3,9 @@
 A 6-node, 1-hour simulated recording (3 failures with precursors) is replayed at 60× real
 time through ``hpcguard worker`` subprocesses (tests/_fault_harness.py supervises them).
 Each fault run is compared with the module's clean run: 0 lost and 0 duplicated
-predictions, actions, acks and adapter executions, 0 worker exits the fault did not
-cause; the hostile-input run also dead-letters every hostile record with a reason.
+predictions (by node, step and what they said), actions, acks and adapter executions,
+0 worker exits the fault did not cause; CanarIO's IO verdicts (by window, with their
+features) are compared and reported, not yet required exact (docs/faults.md); the hostile-input run also dead-letters every hostile record with a reason.
 Set ``HPCGUARD_FAULT_REPORT=FILE`` to collect one JSON note per fault (injected, lost,
 duplicated, recovery seconds).  Runs take minutes: ``pytest -m faults``.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from _fault_harness import OUTPUTS, FaultRun, Outcome, write_report
+from _fault_harness import OUTPUTS, REPORTED_ONLY, FaultRun, Outcome, write_report
 from hpcguard.connectors.broker import EmbeddedBroker, LocalS3
 
 pytestmark = [pytest.mark.faults, pytest.mark.broker, pytest.mark.slow]
@@ -67,6 +68,7 @@ def clean(broker, recording, tmp_path_factory) -> Outcome:
         out = run.outcome()
     assert out.exits == [], f"the clean run's worker exited: {out.exits}\n{run.log_tail()}"
     assert len(out.records["predictions"]) > 100 and out.records["actions"], "the clean run must predict and act"
+    assert len(out.records["io_degradation"]) > 30, "the clean run must judge the file system's IO windows"
     return out
 
 
@@ -92,6 +94,8 @@ def _check(name: str, run: FaultRun, out: Outcome, clean: Outcome, injected: str
                         "recovery_s": out.recoveries_s})
     assert unexplained == [], f"worker exits the fault did not cause: {unexplained}\n{run.log_tail()}"
     for kind in (*OUTPUTS, "executions"):
+        if kind in REPORTED_ONLY:
+            continue
         assert diff[kind]["lost"] == 0, f"{name}: lost {kind}: {diff}"
         assert diff[kind]["duplicated"] == 0, f"{name}: duplicated {kind}: {diff}"
 

@@ -69,3 +69,37 @@ def test_silent_broker_stalls_after_the_limit_and_an_answer_resets_it():
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.broker
+def test_committed_offsets_are_read_from_the_broker_not_from_faust(kafka_bootstrap):
+    """faust records an offset as committed even when the commit failed; the check asks the broker."""
+    import uuid
+    from collections import namedtuple
+
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    from hpcguard.connectors.kafka import ensure_topics
+    from hpcguard.settings import KafkaSettings
+    from hpcguard.streams.liveness import BrokerCommits
+
+    k = KafkaSettings(bootstrap=kafka_bootstrap)
+    topic, group = f"liveness-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    ensure_topics(k, [topic])
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for i in range(5):
+        producer.send(topic, b"%d" % i)
+    producer.flush()
+    producer.close()
+    TP = namedtuple("TP", "topic partition")  # faust's TP has the same two fields
+    reader = BrokerCommits(k, group)
+    try:
+        assert reader.read([TP(topic, 0)]) == {TP(topic, 0): None}  # nothing committed yet
+        member = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
+        member.assign([TopicPartition(topic, 0)])
+        member.commit({TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)})
+        member.close()
+        assert reader.read([TP(topic, 0)]) == {TP(topic, 0): 3}
+    finally:
+        reader.close()
