@@ -299,11 +299,12 @@ def _baseline_row(train_recs: list[Recorded], rec: Recorded, events, seed: int) 
         healthy = ev.subset(np.flatnonzero(ev.labels == 0))
         wins.append(event_windows(tr.values, healthy.nodes, healthy.times, tr.t0, 15.0, lead_minutes=2))
     det = BaselineDetector().learn_many(np.concatenate(wins))
-    # persistence: the windows ending 2 min before the event and persistence − 1 steps earlier all break a bound
-    warn = np.ones(len(events.labels), bool)
-    for back in range(det.persistence):
-        warn &= det.score_many(event_windows(rec.values, events.nodes, events.times - 15.0 * back, rec.t0, 15.0,
-                                             lead_minutes=2)) > 0
+    # the detector's own rule on the history ending 2 min before the event: the window then, preceded by the
+    # first persistence − 1 steps of the window that ends persistence − 1 steps earlier
+    back = det.persistence - 1
+    now = event_windows(rec.values, events.nodes, events.times, rec.t0, 15.0, lead_minutes=2)
+    earlier = event_windows(rec.values, events.nodes, events.times - 15.0 * back, rec.t0, 15.0, lead_minutes=2)
+    warn = det.predict_many(np.concatenate([earlier[:, :back], now], axis=1))
     return report_row(f"baseline-threshold@2min(persistence={det.persistence})", events.labels, warn), warn
 
 
