@@ -78,13 +78,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--speed", type=float, default=None, help="replay pace (× real time); default: max speed")
     ap.add_argument("--detector", default="baseline", help="baseline (fast to train) or ensemble")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes sharing the topics' partitions")
+    ap.add_argument("--preload", action="store_true",
+                    help="replay everything before the workers start, so they drain a backlog as the bare consumer does")
     ap.add_argument("--out", default="benchmarks/results/pipeline.json")
     args = ap.parse_args()
 
     result: dict = {"load_avg_before": os.getloadavg(), "cpus": os.cpu_count(), "features": feature_values_per_s()}
     with EmbeddedBroker() as broker:
         summary = run_demo(DemoConfig(nodes=args.nodes, hours=args.hours, seed=args.seed, speed=args.speed,
-                                      detector=args.detector, bootstrap=broker.bootstrap, quiet=True))
+                                      detector=args.detector, bootstrap=broker.bootstrap, quiet=True,
+                                      preload=args.preload, workers=args.workers))
         k = KafkaSettings(bootstrap=broker.bootstrap)
         topics = TopicNames.from_settings(Settings().topics)
         raw = list(topics.ldms) + [topics.raw_ipmi, topics.raw_slurm]
@@ -99,7 +103,7 @@ def main() -> None:
                           f"prediction_latency_ms_after_{WARMUP_S:.0f}s": _percentiles(
                               _latencies_ms(predictions, "ingest_time", WARMUP_S)),
                           "replayed_records": summary["replayed_records"], "nodes": args.nodes, "hours": args.hours,
-                          "speed": args.speed, "actions": summary.get("actions"), "dead_letters": summary.get("dead_letters")}
+                          "speed": args.speed, "preload": args.preload, "workers": args.workers, "actions": summary.get("actions"), "dead_letters": summary.get("dead_letters")}
     result["bare_consumer"] = bare
     result["load_avg_after"] = os.getloadavg()
     result["pipeline_over_bare"] = (summary["throughput_msgs_per_s"] or 0) / bare["msgs_per_s"] if bare[

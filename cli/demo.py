@@ -39,6 +39,7 @@ class DemoConfig:
     cache_dir: str | None = None  # trained demo models, keyed by their parameters
     worker_env: dict | None = None  # extra HPCGUARD_WORKER__* settings for the workers
     offline: bool = True        # also compute the offline decisions on the same files (parity)
+    preload: bool = False       # replay everything before the workers start: they drain a backlog (benchmarks)
     sensor_map: str | None = None  # site sensor mapping for training, the workers and the offline scan
     quiet: bool = False
 
@@ -217,7 +218,8 @@ def stop_workers(workers: list[tuple]) -> None:
 def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Path, workers: int = 1,
                  speed: float | None = None, env: dict[str, str] | None = None, quiet: bool = False,
                  timeout_s: float = 600.0, metrics_port: int | None = None,
-                 groups: list[list[str]] | None = None, settle: bool = False) -> dict[str, Any]:
+                 groups: list[list[str]] | None = None, settle: bool = False,
+                 preload: bool = False) -> dict[str, Any]:
     """Replay ``data_dir`` through ``workers`` worker processes on ``settings.kafka`` and wait
     until they drained it. Returns the worker counters, replayed count and elapsed seconds.
 
@@ -225,7 +227,8 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
     time order — e.g. ``[["slurm"], ["ipmi"], ["ldms"]]`` publishes whole topics out of
     order; by default the directory is replayed as one time-ordered stream.  ``settle``:
     after draining, wait ``worker.idle_s`` for the sources that went quiet (failed nodes)
-    to go idle, so their last steps and IO windows close too.
+    to go idle, so their last steps and IO windows close too.  ``preload``: replay everything
+    first and start the workers after, so they drain a backlog (what a bare consumer is timed on).
     """
     from hpcguard.connectors.kafka import ensure_topics
     from hpcguard.connectors.replay import replay
@@ -237,18 +240,26 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
            "HPCGUARD_TOPICS__PARTITIONS": str(settings.topics.partitions),
            # the demo's own ledger: deterministic action ids would otherwise meet earlier runs' rows
            "HPCGUARD_ADAPTER__LEDGER": settings.adapter.ledger}
-    procs = start_workers(workers, settings, model_dir, workdir, env, metrics_port)
-    try:
-        pace = "at maximum speed" if speed is None else f"at {speed:g}× real time"
-        if not quiet:
-            from rich.console import Console
+    pace = "at maximum speed" if speed is None else f"at {speed:g}× real time"
+    published: Counter = Counter()
 
-            Console(stderr=True).print(f"[bold cyan]pipeline[/] {workers} worker(s) started; replaying {pace}")
-        started = time.time()
-        published: Counter = Counter()
+    def replay_all() -> None:
         for group in groups or [["."]]:
             report = replay([str(data_dir / g) for g in group], k, settings.topics, speed=speed, progress=not quiet)
             published.update(report["published"])
+
+    if preload:
+        replay_all()
+    procs = start_workers(workers, settings, model_dir, workdir, env, metrics_port)
+    try:
+        if not quiet:
+            from rich.console import Console
+
+            Console(stderr=True).print(f"[bold cyan]pipeline[/] {workers} worker(s) started; "
+                                       + ("draining the replayed backlog" if preload else f"replaying {pace}"))
+        started = time.time()
+        if not preload:
+            replay_all()
         replayed = int(sum(published.values()))
         drained_at, counters = _wait_for_drain(procs, topics, dict(published), timeout_s)
         if settle:
@@ -317,7 +328,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
             env["HPCGUARD_INFLUX__URL"] = cfg.influx
             env["HPCGUARD_INFLUX__VERSION"] = str(cfg.influx_version)
         run = run_pipeline(settings, data_dir, model_dir, workdir, cfg.workers, cfg.speed, env, cfg.quiet,
-                           cfg.timeout_s, cfg.metrics_port, settle=True)
+                           cfg.timeout_s, cfg.metrics_port, settle=True, preload=cfg.preload)
         summary = build_summary(k, run["topics"], data_dir, broker_desc, cfg, run["counters"], run["replayed"],
                                 run["elapsed"])
         summary["model_dir"], summary["model_from_cache"] = model_dir, from_cache

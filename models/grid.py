@@ -22,7 +22,10 @@ Event time, not arrival order, decides what a step holds:
 Without ``now`` (offline), every source counts as live: the result is then a function
 of the samples alone.  The grid keeps the ``keep_steps`` closed steps before the oldest
 step a call closed (the predictor's history of every step it returns), and state
-round-trips through plain dicts so a Faust table can hold it.
+round-trips through plain dicts so a Faust table can hold it: whole (:meth:`to_state`) or
+as the steps changed since the last call (:meth:`take_delta` / :meth:`apply_delta`), so a
+changelog write costs what a batch changed, not what the grid holds — a source far behind
+another keeps hundreds of steps open.
 
 Example
 -------
@@ -40,6 +43,16 @@ Example
 ... except LateSample as exc:
 ...     print(exc)
 sample at 3.0 is behind the node's watermark (steps before 30.0 are closed)
+>>> copy = NodeGrid(grid_s=15, window_steps=2, lateness_s=0).load_state(g.to_state())
+>>> sorted(g.take_delta()["steps"])     # steps changed since the start (or the last take)
+['0', '1', '2']
+>>> g.add(45.0, {"cpu_temp": 46.0}, last_value=True)
+[30.0]
+>>> delta = g.take_delta()
+>>> {k: v and sorted(v) for k, v in delta["steps"].items()}     # step 0 left the kept history
+{'0': None, '2': ['closed'], '3': ['open']}
+>>> bool(np.array_equal(copy.apply_delta(delta).window(30.0), g.window(30.0), equal_nan=True))
+True
 """
 from __future__ import annotations
 
@@ -97,6 +110,7 @@ class NodeGrid:
         self.late_samples = 0
         self.steps_closed = 0
         self.present = np.zeros(self._n)  # per sensor: closed steps with a value (coverage)
+        self._changed: set[int] = set()  # steps opened, updated, closed or dropped since the last take_delta
 
     # -- ingest ---------------------------------------------------------------------
     def add(self, time: float, values: Mapping[str, float], last_value: bool, source: str = "",
@@ -116,6 +130,7 @@ class NodeGrid:
         if acc is None:
             acc = self._open[step] = np.array([np.zeros(self._n), np.zeros(self._n), np.full(self._n, np.nan)])
         idx = [self._index[k] for k, v in values.items() if k in self._index and v is not None and math.isfinite(v)]
+        self._changed.add(step)
         if idx:
             vals = np.array([float(values[self.sensors[i]]) for i in idx])
             if last_value:
@@ -143,7 +158,16 @@ class NodeGrid:
 
     def _close_due(self, now: float | None, hold: Collection[str] = ()) -> list[float]:
         mark = self.watermark(now, hold)
-        due = sorted(s for s in self._open if (s + 1) * self.grid_s <= mark)
+        if not self._open or not math.isfinite(mark):
+            return []
+        # the open steps that end by the watermark; walk the steps the watermark passed when that is
+        # shorter than scanning every open step (hundreds stay open while one source is far behind)
+        end = math.floor(mark / self.grid_s)  # steps before this one end by the mark
+        first = math.floor(self._closed_until / self.grid_s) if math.isfinite(self._closed_until) else None
+        if first is not None and 0 <= end - first <= len(self._open):
+            due = [s for s in range(first, end) if s in self._open]
+        else:
+            due = sorted(s for s in self._open if s < end)
         for s in due:
             sums, counts, last = self._open.pop(s)
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -151,12 +175,14 @@ class NodeGrid:
             self._closed[s] = row
             self.present += ~np.isnan(row)
         if due:
+            self._changed.update(due)
             self.steps_closed += len(due)
             self._closed_until = max(self._closed_until, (due[-1] + 1) * self.grid_s)
             # keep the history of the *oldest* step closed now: one call may close many (a node back after
             # a silence), and the caller takes each of their windows after this call
             for s in [s for s in self._closed if s <= due[0] - self.keep_steps]:
                 del self._closed[s]
+                self._changed.add(s)
         return [s * self.grid_s for s in due]
 
     # -- windows --------------------------------------------------------------------
@@ -183,22 +209,52 @@ class NodeGrid:
         return len(self._open) + len(self._closed)
 
     # -- state ----------------------------------------------------------------------
-    def to_state(self) -> dict:
-        """Plain-dict state (JSON-safe); processing-time idleness restarts on load."""
-        return {"open": {str(k): v.tolist() for k, v in self._open.items()},
-                "closed": {str(k): v.tolist() for k, v in self._closed.items()},
-                "sources": {k: v for k, v in self._clock.items() if math.isfinite(v)}, "late_samples": self.late_samples,
+    def _header(self) -> dict:
+        return {"sources": {k: v for k, v in self._clock.items() if math.isfinite(v)}, "late_samples": self.late_samples,
                 "closed_until": self._closed_until if math.isfinite(self._closed_until) else None,
                 "steps_closed": self.steps_closed, "present": self.present.tolist()}
 
-    def load_state(self, state: Mapping) -> "NodeGrid":
-        self._open = {int(k): np.array(v, dtype=float) for k, v in state.get("open", {}).items()}
-        self._closed = {int(k): np.array(v, dtype=float) for k, v in state.get("closed", {}).items()}
+    def _load_header(self, state: Mapping) -> None:
         self._clock.update({k: float(v) for k, v in state.get("sources", {}).items()})
-        self._seen = {}
         self.late_samples = int(state.get("late_samples", 0))
         cu = state.get("closed_until")
         self._closed_until = -math.inf if cu is None else float(cu)
         self.steps_closed = int(state.get("steps_closed", 0))
         self.present = np.array(state.get("present") or np.zeros(self._n), dtype=float)
+
+    def to_state(self) -> dict:
+        """Plain-dict state (JSON-safe); processing-time idleness restarts on load."""
+        return {"open": {str(k): v.tolist() for k, v in self._open.items()},
+                "closed": {str(k): v.tolist() for k, v in self._closed.items()}, **self._header()}
+
+    def load_state(self, state: Mapping) -> "NodeGrid":
+        self._open = {int(k): np.array(v, dtype=float) for k, v in state.get("open", {}).items()}
+        self._closed = {int(k): np.array(v, dtype=float) for k, v in state.get("closed", {}).items()}
+        self._load_header(state)
+        self._seen = {}
+        self._changed = set()
+        return self
+
+    def take_delta(self) -> dict:
+        """What changed since the last call (JSON-safe): the clocks and counters, and per changed
+        step its ``open`` accumulators, its ``closed`` row, or ``None`` once it left the grid."""
+        steps: dict[str, dict | None] = {}
+        for s in sorted(self._changed):
+            acc, row = self._open.get(s), self._closed.get(s)
+            steps[str(s)] = {"open": acc.tolist()} if acc is not None else {"closed": row.tolist()} \
+                if row is not None else None
+        self._changed = set()
+        return {**self._header(), "steps": steps}
+
+    def apply_delta(self, delta: Mapping) -> "NodeGrid":
+        """Bring a grid loaded from an earlier state forward by a :meth:`take_delta` result."""
+        for key, value in delta.get("steps", {}).items():
+            s = int(key)
+            self._open.pop(s, None)
+            self._closed.pop(s, None)
+            if value is not None and "open" in value:
+                self._open[s] = np.array(value["open"], dtype=float)
+            elif value is not None:
+                self._closed[s] = np.array(value["closed"], dtype=float)
+        self._load_header(delta)
         return self

@@ -27,6 +27,7 @@ from hpcguard.streams import metrics
 from hpcguard.streams.agents_decide import emit_action
 from hpcguard.streams.agents_jobs import wait_for_jobs
 from hpcguard.streams.app import out
+from hpcguard.streams.delta_log import DeltaLog
 from hpcguard.streams.liveness import backlogged
 
 BATCH, WITHIN_S = 2000, 0.05
@@ -52,8 +53,9 @@ def canario_state(settings):
 class SystemState:
     """One file system's CanarIO state in this worker, mirrored to a changelogged table.
 
-    Two table entries per file system: ``<system>`` (the open IO seconds, the nodes' clocks
-    and the IO offsets applied) after every batch, ``<system>#canario`` (detector bank,
+    Two kinds of table entries per file system: ``<system>`` (the open IO seconds, the nodes'
+    clocks and the IO offsets applied) after every batch, as a delta of what the batch changed
+    (:class:`~hpcguard.streams.delta_log.DeltaLog`), ``<system>#canario`` (detector bank,
     labels, probe baselines, verdict, held jobs and the probe offsets applied) whenever it
     changes.  A worker that gets the partition (restart, rebalance) loads both before its
     first record and skips records at or below the offsets already applied.
@@ -63,6 +65,9 @@ class SystemState:
         from hpcguard.models.canario.online import SystemIoWindows
 
         w = app.hpc.settings.worker
+        if not w.system or "@" in w.system or "#" in w.system:
+            raise ValueError(f"worker.system {w.system!r}: a file-system name, not empty, without '@' or '#' "
+                             "(they separate the parts of its state's table keys)")
         self.key, self.canario_key = w.system, f"{w.system}#canario"
         self.table = app.Table("canario-state", default=None, partitions=app.hpc.settings.topics.partitions)
         self.settings = app.hpc.settings
@@ -73,16 +78,22 @@ class SystemState:
         self.offsets: dict[str, dict[int, int]] = {"io": {}, "probes": {}}
         self.partition: int | None = None  # the changelog partition (that of the file system's records)
         self.loaded = False
+        self.changelog = DeltaLog(self.table)
 
     def restore(self) -> None:
         """Load the table's state once after (re)assignment; a later call is free."""
         if self.loaded:
             return
-        io, can = self.table.get(self.key), self.table.get(self.canario_key)
+        io, deltas = self.changelog.load(self.key)
         if io is not None:
             self.windows.load_state(io["windows"])
-            self.offsets["io"] = {int(p): int(o) for p, o in io["offsets"].items()}
-            self.partition = io["partition"]
+        for delta in deltas:
+            self.windows.apply_delta(delta["windows"])
+        if io is not None or deltas:
+            last = [io, *deltas][-1]
+            self.offsets["io"] = {int(p): int(o) for p, o in last["offsets"].items()}
+            self.partition = last["partition"]
+        can = self.table.get(self.canario_key)
         if can is not None:
             self.canario.load_state(can["canario"])
             self.offsets["probes"] = {int(p): int(o) for p, o in can["offsets"].items()}
@@ -94,6 +105,7 @@ class SystemState:
             return  # nothing applied here yet (keeps a state the pipeline was given)
         self.windows, self.canario = self.new_windows(), canario_state(self.settings)
         self.offsets, self.loaded = {"io": {}, "probes": {}}, False
+        self.changelog.forget()
 
     def new(self, stream: str, partition: int, offset: int) -> bool:
         """Whether a record was not applied yet (records up to the saved offset were)."""
@@ -106,10 +118,14 @@ class SystemState:
     def save(self, canario_changed: bool) -> None:
         if self.partition is None:
             return
-        self._store(self.key, {"windows": self.windows.to_state(), "offsets": self.offsets["io"],
-                               "partition": self.partition})
+        self.changelog.write(self.partition, self.key, self._io_record)
         if canario_changed:
             self._store(self.canario_key, {"canario": self.canario.to_state(), "offsets": self.offsets["probes"]})
+
+    def _io_record(self, whole: bool) -> dict:
+        delta = self.windows.take_delta()  # a snapshot holds the changes too: they start again from it
+        return {"windows": self.windows.to_state() if whole else delta, "offsets": dict(self.offsets["io"]),
+                "partition": self.partition}
 
     def _store(self, key: str, value: dict) -> None:
         self.table.data[key] = value

@@ -15,7 +15,9 @@ Exactly once across a kill -9 (``streams/output_log.py``): a batch's predictions
 delivered before the touched grids (with the input offsets they hold) and the partition's
 mark go to the ``node-grids`` changelog; after a restart, redelivered samples a grid holds
 already are skipped, and the steps published after the mark are read back and not
-published again.
+published again.  A grid goes to the changelog as what the batch changed
+(:class:`~hpcguard.streams.delta_log.DeltaLog`: a delta per node and batch, a snapshot
+now and then), with the input offsets it holds.
 """
 from __future__ import annotations
 
@@ -29,16 +31,11 @@ from hpcguard.models.features import CANONICAL_SENSORS
 from hpcguard.models.grid import NodeGrid
 from hpcguard.streams import metrics
 from hpcguard.streams.app import out
+from hpcguard.streams.delta_log import DeltaLog
 from hpcguard.streams.liveness import backlogged
 from hpcguard.streams.output_log import OutputLog, deliver
 
 BATCH, WITHIN_S = 2000, 0.2  # per-batch work (grid changelog writes, backlog check) is amortised over more samples
-
-
-def store(table, partition: int, key: str, value) -> None:
-    """Write a table entry to the changelog partition of its source record (batches mix partitions)."""
-    table.data[key] = value
-    table.send_changelog(partition, key, value)
 
 
 def register(app: faust.App) -> None:
@@ -53,6 +50,7 @@ def register(app: faust.App) -> None:
     applied: dict[str, dict[str, int]] = {}  # node → input topic → newest offset its grid holds
     partition_of: dict[str, int] = {}  # node → input partition (= its changelog partition)
     emitted: dict[str, float] = {}  # node → newest prediction time published
+    changelog = DeltaLog(hpc.tables.grids)  # per node and batch: what changed, with the input offsets
     predictions, cluster_topic = out(app, "predictions"), out(app, "cluster")
     outputs = OutputLog(app, hpc.tables.grids, hpc.names.predictions)
     sources = tuple(w.grid_sources)
@@ -71,10 +69,12 @@ def register(app: faust.App) -> None:
         if g is None:
             g = grids[node] = NodeGrid(w.grid_s, window_steps, w.lateness_s, idle_s=w.idle_s, keep_steps=history,
                                        sources=sources)
-            state = hpc.tables.grids.get(node)
+            state, deltas = changelog.load(node)  # recovered from the changelog after a restart
             if state:
-                g.load_state(state)  # recovered from the changelog after a restart
-            applied[node] = dict((state or {}).get("applied", {}))
+                g.load_state(state)
+            for delta in deltas:
+                g.apply_delta(delta)
+            applied[node] = dict(([state, *deltas][-1] or {}).get("applied", {}))
         return g
 
     async def resume(partitions: set[int]) -> None:
@@ -109,10 +109,16 @@ def register(app: faust.App) -> None:
                 "ingest_time": ingested, "detail": v.detail, "v": 1}))
         outputs.sent(await deliver(app, predictions, items))
 
+    def grid_record(node: str, whole: bool) -> dict:
+        """What the node's grid changed since its last record (or all of it), with the input offsets it holds."""
+        g = grids[node]
+        delta = g.take_delta()  # a snapshot holds the changes too: they start again from it
+        return {**(g.to_state() if whole else delta), "applied": applied[node]}
+
     def persist(nodes) -> None:
-        """The nodes' grids (with their input offsets), then their partitions' marks, to the changelog."""
+        """The nodes' grid changes (with their input offsets), then their partitions' marks, to the changelog."""
         for node in nodes:
-            store(hpc.tables.grids, partition_of[node], node, {**grids[node].to_state(), "applied": applied[node]})
+            changelog.write(partition_of[node], node, lambda whole, node=node: grid_record(node, whole))
         for partition in {partition_of[node] for node in nodes}:
             outputs.mark(partition)
 
@@ -124,6 +130,7 @@ def register(app: faust.App) -> None:
             applied.clear()
             partition_of.clear()
             emitted.clear()
+            changelog.forget()
             outputs.forget()
 
     @app.agent(hpc.raw(hpc.names.samples_ipmi, hpc.names.samples_os), name="node-windows")

@@ -105,3 +105,41 @@ def test_io_windows_close_by_event_time_and_late_samples_are_dead_lettered(tmp_p
     assert ends and all(e % 60 == 0 and e <= T0 + 125 for e in ends) and ends == sorted(ends)
     assert all(v["features"]["read_mean"] == 1e9 for v in verdicts if v["window_start"] >= T0)
     assert [d["error_kind"] for d in dead] == ["late"]
+
+
+def test_windows_resume_from_their_changelog_deltas_as_if_never_stopped(tmp_path, monkeypatch):
+    """A worker restarted from the node-grids table (snapshots + per-batch deltas) predicts what one
+    uninterrupted worker does; the deltas a snapshot absorbed are deleted."""
+    from hpcguard.streams import delta_log
+
+    monkeypatch.setattr(delta_log, "SNAPSHOT_EVERY", 3)
+    model = load_predictor(baseline_model(tmp_path / "m"))
+    recs = [sample(n, T0 + 15 * k + (3 if n == "n2" else 0), fan_rpm=5000 + 40 * k) for k in range(40)
+            for n in ("n1", "n2")]
+
+    def predictions(box):
+        return sorted((v["node"], v["time"], v["warn"], v["failure_probability"]) for t, _, v in box
+                      if t.endswith("predictions.node"))
+
+    whole, box = make_app(tmp_path / "a", {"windows"}, model)
+    asyncio.run(feed(whole, "node-windows", recs))
+    expected = predictions(box)
+
+    async def in_batches(app, part, first_offset=0):  # several batches: several deltas and snapshots per node
+        async with agent(app, "node-windows").test_context() as a:
+            a.sent_offset = first_offset  # a restart reads on from the committed offset
+            for i, (key, value) in enumerate(part):
+                await a.put(json.dumps(value).encode(), key=key.encode())
+                if i % 7 == 6:
+                    await asyncio.sleep(0.25)  # longer than the agent's batch window
+            await asyncio.sleep(0.25)
+
+    first, box1 = make_app(tmp_path / "b", {"windows"}, model)
+    asyncio.run(in_batches(first, recs[:50]))
+    table = dict(first.hpc.tables.grids.data)
+    assert any("@" in k for k in table) and {"n1", "n2"} <= set(table)  # deltas and snapshots
+    assert all(int(k.split("@")[1]) > table[k.split("@")[0]]["seq"] for k in table if "@" in k)  # absorbed: gone
+    second, box2 = make_app(tmp_path / "c", {"windows"}, model)
+    second.hpc.tables.grids.data.update(table)  # what a restart recovers from the changelog
+    asyncio.run(in_batches(second, recs[50:], first_offset=50))
+    assert predictions(box1 + box2) == expected and len(expected) > 40

@@ -143,6 +143,27 @@ def test_system_windows_resume_from_state_mid_window():
     assert resumed.add_many(["n1"], [1001.0], [1.0], [1.0])[1] == [0]  # its window was published before
 
 
+def test_system_windows_kept_by_deltas_equal_the_windows():
+    """Deltas taken at random batch ends, applied to a copy from an early state, rebuild the open seconds,
+    clocks and closed end; a node far behind keeps many seconds open (the case deltas are for)."""
+    rng = np.random.default_rng(8)
+    nodes = np.array(["n1", "n2", "n3"] * 400)
+    times = 1000.0 + np.repeat(np.arange(400.0), 3) + np.tile([0.0, 0.3, 0.6], 400)
+    times[2::3] -= 200.0  # n3 lags 200 s: about 200 seconds stay open
+    w = SystemIoWindows(lateness_s=2, nodes=["n1", "n2", "n3"])
+    w.add_many(nodes[:30], times[:30], np.ones(30), np.ones(30))
+    copy = SystemIoWindows(lateness_s=2, nodes=["n1", "n2", "n3"]).load_state(json.loads(json.dumps(w.to_state())))
+    w.take_delta()
+    i, closed = 30, []
+    while i < nodes.size:
+        j = min(nodes.size, i + int(rng.integers(1, 60)))
+        closed += w.add_many(nodes[i:j], times[i:j], rng.uniform(1, 2, j - i), rng.uniform(1, 2, j - i))[0]
+        copy.apply_delta(json.loads(json.dumps(w.take_delta())))
+        i = j
+    assert len(closed) >= 2 and w.size > 100
+    assert copy.to_state() == w.to_state()
+
+
 @pytest.mark.parametrize("name", ["detector", "probes", "online", "labelling", "decisions"])
 def test_canario_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(f"hpcguard.models.canario.{name}"))

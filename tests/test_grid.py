@@ -128,3 +128,27 @@ def test_no_source_goes_idle_while_nothing_arrives_at_all():
     for wall[0] in range(305, 400, 5):  # other nodes' records keep arriving: the stream moves
         clock.heard()
     assert g.advance(now=clock()) == [0.0]  # now the quiet source is idle
+
+
+def test_deltas_rebuild_the_grid_whatever_the_batching():
+    """A copy kept up to date by take_delta/apply_delta at random batch ends equals the grid (open and
+    closed steps, clocks, coverage), with two sources far apart in event time."""
+    rng = np.random.default_rng(3)
+    g = NodeGrid(grid_s=15, window_steps=4, lateness_s=15, keep_steps=6, sources=("ipmi", "os"))
+    copy = NodeGrid(grid_s=15, window_steps=4, lateness_s=15, keep_steps=6, sources=("ipmi", "os"))
+    t0 = 1_700_000_000.0
+    os_times = t0 + np.arange(0, 1800, 2.0)
+    ipmi_times = t0 + np.arange(0, 1800, 15.0)
+    events = [(t, "os") for t in os_times[:400]] + [(t, "ipmi") for t in ipmi_times] + [(t, "os") for t in os_times[400:]]
+    for i, (t, src) in enumerate(events):
+        g.add(float(t), {"cpu_temp": float(rng.normal(40, 1))} if src == "ipmi" else {"mem_used": float(rng.random())},
+              last_value=src == "ipmi", source=src)
+        if rng.random() < 0.1 or i == len(events) - 1:
+            copy.apply_delta(json.loads(json.dumps(g.take_delta())))
+    a, b = g.to_state(), copy.to_state()
+    assert a.keys() == b.keys() and len(a["closed"]) == 6 and g.steps_closed > 100
+    for part in ("open", "closed"):
+        assert a[part].keys() == b[part].keys()
+        for k in a[part]:
+            assert np.array_equal(np.array(a[part][k], float), np.array(b[part][k], float), equal_nan=True)
+    assert {k: a[k] for k in a if k not in ("open", "closed")} == {k: b[k] for k in b if k not in ("open", "closed")}

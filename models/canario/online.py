@@ -53,6 +53,8 @@ class SystemIoWindows:
         self._seen: dict[str, float] = {}  # node -> processing time of its last sample
         self._closed_until = -math.inf
         self.late_samples = 0
+        self._changed: set[int] = set()  # seconds added to or closed since the last take_delta
+        self._changed_nodes: set[str] = set()  # nodes whose clock moved since then
 
     def add_many(self, nodes: Sequence[str], times: np.ndarray, reads: np.ndarray, writes: np.ndarray,
                  now: float | None = None, hold: bool = False) -> tuple[list[tuple[float, dict]], list[int]]:
@@ -72,9 +74,11 @@ class SystemIoWindows:
             acc = self._seconds.setdefault(s, [0.0, 0.0])
             acc[0] += r
             acc[1] += w
+        self._changed.update(uniq.tolist())
         for node, t in zip(nodes, times.tolist()):
             if t > self._clock.get(node, -math.inf):
                 self._clock[node] = t
+                self._changed_nodes.add(node)
             if now is not None:
                 self._seen[node] = now
         self.late_samples += int(late.sum())
@@ -121,8 +125,9 @@ class SystemIoWindows:
             start = math.floor(min(self._seconds) / self.window_s) * self.window_s
             if start + self.window_s > mark:
                 break
-            secs = np.arange(int(start), int(start + self.window_s))
-            rows = np.array([self._seconds.pop(s, (np.nan, np.nan)) for s in secs.tolist()])
+            secs = np.arange(int(start), int(start + self.window_s)).tolist()
+            self._changed.update(s for s in secs if s in self._seconds)
+            rows = np.array([self._seconds.pop(s, (np.nan, np.nan)) for s in secs])
             if np.isfinite(rows[:, 0]).any():
                 out.append((start + self.window_s, io_window_features(rows[:, 0], rows[:, 1])))
             self._closed_until = start + self.window_s
@@ -146,6 +151,29 @@ class SystemIoWindows:
         cu = state["closed_until"]
         self._closed_until = -math.inf if cu is None else float(cu)
         self.late_samples = int(state["late_samples"])
+        self._changed, self._changed_nodes = set(), set()
+        return self
+
+    def take_delta(self) -> dict:
+        """What changed since the last call (JSON-safe): per changed second its sums or ``None`` once
+        closed, the clocks that moved, the closed end and the late count (cf. ``NodeGrid.take_delta``)."""
+        seconds = {str(s): list(self._seconds[s]) if s in self._seconds else None for s in sorted(self._changed)}
+        clock = {n: self._clock[n] for n in sorted(self._changed_nodes)}
+        self._changed, self._changed_nodes = set(), set()
+        return {"seconds": seconds, "clock": clock, "late_samples": self.late_samples,
+                "closed_until": self._closed_until if math.isfinite(self._closed_until) else None}
+
+    def apply_delta(self, delta: dict) -> "SystemIoWindows":
+        """Bring windows loaded from an earlier state forward by a :meth:`take_delta` result."""
+        for key, sums in delta["seconds"].items():
+            if sums is None:
+                self._seconds.pop(int(key), None)
+            else:
+                self._seconds[int(key)] = [float(sums[0]), float(sums[1])]
+        self._clock.update({str(n): float(t) for n, t in delta["clock"].items()})
+        cu = delta["closed_until"]
+        self._closed_until = -math.inf if cu is None else float(cu)
+        self.late_samples = int(delta["late_samples"])
         return self
 
 
