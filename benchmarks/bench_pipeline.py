@@ -82,6 +82,8 @@ def main() -> None:
     ap.add_argument("--preload", action="store_true",
                     help="replay everything before the workers start, so they drain a backlog as the bare consumer does")
     ap.add_argument("--out", default="benchmarks/results/pipeline.json")
+    ap.add_argument("--series", default=None,
+                    help="also write (trigger wall time s, latency ms) per prediction and per IPMI sample to this JSON")
     args = ap.parse_args()
 
     result: dict = {"load_avg_before": os.getloadavg(), "cpus": os.cpu_count(), "features": feature_values_per_s()}
@@ -95,6 +97,13 @@ def main() -> None:
         bare = bare_consumer_msgs_per_s(k, raw)
         predictions = read_topic(k, topics.predictions)
         actions = read_topic(k, topics.actions)
+        # the first hop alone: raw record in Kafka → its canonical sample in Kafka (normalize)
+        samples = {name: read_topic(k, t) for name, t in (("ipmi", topics.samples_ipmi), ("os", topics.samples_os))}
+        hop = {name: _percentiles(_latencies_ms(recs, "ingest_time", WARMUP_S)) for name, recs in samples.items()}
+        if args.series:
+            Path(args.series).write_text(json.dumps({
+                name: sorted((r["ingest_time"], ts - 1000.0 * r["ingest_time"]) for r, ts in recs if r.get("ingest_time"))
+                for name, recs in (("predictions", predictions), ("ipmi", samples["ipmi"]))}))
     result["pipeline"] = {"msgs_per_s": summary["throughput_msgs_per_s"], "latency_ms": summary["latency_ms"],
                           "prediction_latency_ms": _percentiles(_latencies_ms(predictions, "ingest_time")),
                           # without the records that arrived while the workers were still joining their groups
@@ -102,6 +111,7 @@ def main() -> None:
                               _latencies_ms(actions, "trigger_time", WARMUP_S)),
                           f"prediction_latency_ms_after_{WARMUP_S:.0f}s": _percentiles(
                               _latencies_ms(predictions, "ingest_time", WARMUP_S)),
+                          f"normalize_latency_ms_after_{WARMUP_S:.0f}s": hop,
                           "replayed_records": summary["replayed_records"], "nodes": args.nodes, "hours": args.hours,
                           "speed": args.speed, "preload": args.preload, "workers": args.workers, "actions": summary.get("actions"), "dead_letters": summary.get("dead_letters")}
     result["bare_consumer"] = bare

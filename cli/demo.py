@@ -257,6 +257,10 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
 
             Console(stderr=True).print(f"[bold cyan]pipeline[/] {workers} worker(s) started; "
                                        + ("draining the replayed backlog" if preload else f"replaying {pace}"))
+        if not preload and not _wait_ready(procs, min(timeout_s, 120.0)) and not quiet:
+            from rich.console import Console
+
+            Console(stderr=True).print("[yellow]pipeline[/] workers not ready after 120 s; replaying anyway")
         started = time.time()
         if not preload:
             replay_all()
@@ -388,6 +392,36 @@ def scrape_counters(port: int) -> dict[str, dict[str, float]]:
             if sample.name in ("hpcguard_records_in_total", "hpcguard_records_out_total"):
                 out["in" if "_in_" in sample.name else "out"][sample.labels["topic"]] = sample.value
     return out
+
+
+def scrape_ready(port: int) -> bool:
+    """Whether every consumer of a worker joined its group and got partitions (``hpcguard_consumer_ready``)."""
+    import requests
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    ready = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+             if s.name == "hpcguard_consumer_ready"]
+    return bool(ready) and all(v == 1.0 for v in ready)
+
+
+def _wait_ready(workers: list[tuple], timeout_s: float) -> bool:
+    """Wait until every worker's consumers read their partitions, so the replay's first records meet
+    running workers rather than a start-up backlog; ``False`` after ``timeout_s`` (the replay goes on)."""
+    import requests
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for proc, _ in workers:
+            if proc.poll() is not None:
+                raise RuntimeError(f"a worker exited with status {proc.returncode}; see its log in the workdir")
+        try:
+            if all(scrape_ready(port) for _, port in workers):
+                return True
+        except requests.RequestException:
+            pass  # a worker is still starting
+        time.sleep(0.5)
+    return False
 
 
 def drained(counters: dict[str, dict[str, float]], topics: TopicNames, published: dict[str, int]) -> bool:

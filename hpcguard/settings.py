@@ -39,6 +39,9 @@ class KafkaSettings:
     ssl_certfile: str = ""
     ssl_keyfile: str = ""
     ssl_password: str = ""
+    # how long the broker may hold a fetch that found nothing; Faust hard-codes 1,500 ms, and tansu holds
+    # an empty fetch that long even when records arrive meanwhile, so each hop waited up to that long
+    fetch_max_wait_ms: int = 100
 
 
 @dataclass

@@ -210,7 +210,8 @@ class NodeGrid:
 
     # -- state ----------------------------------------------------------------------
     def _header(self) -> dict:
-        return {"sources": {k: v for k, v in self._clock.items() if math.isfinite(v)}, "late_samples": self.late_samples,
+        return {"sources": {k: v for k, v in self._clock.items() if math.isfinite(v)},
+                "late_samples": self.late_samples,
                 "closed_until": self._closed_until if math.isfinite(self._closed_until) else None,
                 "steps_closed": self.steps_closed, "present": self.present.tolist()}
 

@@ -149,6 +149,8 @@ def register(app: faust.App) -> None:
         no node is judged idle."""
         return bool(backlogged(app, (hpc.names.samples_io,)))
 
+    lock = asyncio.Lock()  # the windows agent and the idle timer (each may wait inside on_windows)
+
     @app.on_partitions_revoked.connect
     async def forget(sender, revoked, **kwargs) -> None:
         fs.revoked()
@@ -173,6 +175,7 @@ def register(app: faust.App) -> None:
     async def on_windows(closed: list[tuple[float, dict]], trigger_time: float | None = None) -> None:
         """Judge closed windows; ``trigger_time``: wall time the samples that closed them reached Kafka."""
         for window_end, features in closed:
+            await asyncio.sleep(0)  # a burst (a quiet node released an hour of windows) lets the other agents run
             await wait_for_probes(window_end)
             canario = fs.canario
             started = time.perf_counter()
@@ -190,47 +193,52 @@ def register(app: faust.App) -> None:
                 emit_action(app, {**a, "source": "canario"}, f"canario@{w.system}@{window_end:.0f}", w.system,
                             window_end, trigger_time)
 
+    async def io_batch(events: list) -> None:
+        metrics.RECORDS_IN.labels(hpc.names.samples_io).inc(len(events))
+        clock.heard()
+        fs.restore()
+        good = []
+        for ev in events:
+            if not fs.new("io", ev.message.partition, ev.message.offset):
+                continue  # applied before a restart: its effect is in the restored state
+            with door.guard(ev.message.topic, ev.value, ev.message.offset):
+                s = door.decode("NodeSample", ev.value, ev.message.topic, ev.message.offset)
+                if s is not None:
+                    good.append((ev, s))
+            fs.applied("io", ev.message.partition, ev.message.offset)
+        if not good:
+            fs.save(False)
+            return
+        values = [s["values"] for _, s in good]
+        closed, late = fs.windows.add_many([s["node"] for _, s in good], np.array([s["time"] for _, s in good]),
+                                           np.array([v.get("io_read_bytes", 0.0) for v in values]),
+                                           np.array([v.get("io_write_bytes", 0.0) for v in values]),
+                                           now=clock(), hold=backlog())
+        for i in late:
+            ev = good[i][0]
+            door.dead_letter(ev.message.topic, "late", f"IO sample at {good[i][1]['time']} is behind the IO "
+                             "watermark (its window was already published)", ev.value, offset=ev.message.offset)
+        # the batch's newest arrival moved the watermark past the windows it closed
+        await on_windows(closed, max((s.get("ingest_time") or ev.message.timestamp for ev, s in good),
+                                     default=None) if closed else None)
+        fs.save(bool(closed))
+        metrics.WINDOW_STATE.labels("io-seconds").set(fs.windows.size)
+
     @app.agent(hpc.topics.samples_io, name="io-windows")
     async def io_windows(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
-            metrics.RECORDS_IN.labels(hpc.names.samples_io).inc(len(events))
-            clock.heard()
-            fs.restore()
-            good = []
-            for ev in events:
-                if not fs.new("io", ev.message.partition, ev.message.offset):
-                    continue  # applied before a restart: its effect is in the restored state
-                with door.guard(ev.message.topic, ev.value, ev.message.offset):
-                    s = door.decode("NodeSample", ev.value, ev.message.topic, ev.message.offset)
-                    if s is not None:
-                        good.append((ev, s))
-                fs.applied("io", ev.message.partition, ev.message.offset)
-            if not good:
-                fs.save(False)
-                continue
-            values = [s["values"] for _, s in good]
-            closed, late = fs.windows.add_many([s["node"] for _, s in good], np.array([s["time"] for _, s in good]),
-                                               np.array([v.get("io_read_bytes", 0.0) for v in values]),
-                                               np.array([v.get("io_write_bytes", 0.0) for v in values]),
-                                               now=clock(), hold=backlog())
-            for i in late:
-                ev = good[i][0]
-                door.dead_letter(ev.message.topic, "late", f"IO sample at {good[i][1]['time']} is behind the IO "
-                                 "watermark (its window was already published)", ev.value, offset=ev.message.offset)
-            # the batch's newest arrival moved the watermark past the windows it closed
-            await on_windows(closed, max((s.get("ingest_time") or ev.message.timestamp for ev, s in good),
-                                         default=None) if closed else None)
-            fs.save(bool(closed))
-            metrics.WINDOW_STATE.labels("io-seconds").set(fs.windows.size)
+            async with lock:  # the batch and the idle timer never judge windows at once
+                await io_batch(events)
 
     @app.timer(1.0, name="idle-io-nodes")
     async def idle_io_nodes() -> None:
-        if not fs.loaded:
-            return  # nothing of this file system here (yet)
-        closed = fs.windows.advance(clock(), backlog())
-        if closed:
-            await on_windows(closed)
-            fs.save(True)
+        async with lock:
+            if not fs.loaded:
+                return  # nothing of this file system here (yet)
+            closed = fs.windows.advance(clock(), backlog())
+            if closed:
+                await on_windows(closed)
+                fs.save(True)
 
     @app.agent(hpc.topics.probes, name="probes")
     async def probes(stream: faust.StreamT) -> None:

@@ -21,9 +21,10 @@ from typing import Any, Callable
 
 import faust
 
-from hpcguard.connectors.kafka import faust_broker_config, kafka_python_config
+from hpcguard.connectors.kafka import faust_broker_config, faust_consumer_class, kafka_python_config
 from hpcguard.connectors.validation import DoorLimits, NodeInventory
 from hpcguard.settings import Settings
+from hpcguard.streams import metrics
 from hpcguard.streams.cluster_view import ClusterView
 from hpcguard.streams.liveness import StreamClock
 from hpcguard.streams.plumbing import Plumbing
@@ -84,6 +85,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
         producer_max_batch_size=512 * 1024,
         table_cleanup_interval=60,
     )
+    app.transport.Consumer = faust_consumer_class(s.kafka.fetch_max_wait_ms)
 
     def raw(*names: str, internal: bool = False) -> faust.TopicT:
         # raw bytes in and out: plumbing decodes and checks every record once
@@ -119,12 +121,23 @@ def create_app(pipeline: Pipeline) -> faust.App:
 
         @app.task
         async def follow_cluster() -> None:
-            await app.hpc.cluster.follow(kafka_python_config(s.kafka), t.jobs, t.cluster,
+            kafka = {**kafka_python_config(s.kafka), "fetch_max_wait_ms": s.kafka.fetch_max_wait_ms}
+            await app.hpc.cluster.follow(kafka, t.jobs, t.cluster,
                                          lambda kind, raw: check_cluster_record(app, kind, raw))
     if pipeline.outbox is None:  # stall detection (streams/liveness.py): not in Faust's test context
         from hpcguard.streams import liveness
 
         liveness.install(app, s.liveness)
+        ready = metrics.CONSUMER_READY.labels("faust")
+        ready.set(0)
+
+        @app.on_rebalance_complete.connect
+        async def consumer_ready(sender, **kwargs) -> None:
+            ready.set(1)  # joined the group and recovered the tables: records are read as they arrive
+
+        @app.on_partitions_revoked.connect
+        async def consumer_rebalancing(sender, revoked, **kwargs) -> None:
+            ready.set(0)
     app.pipeline = pipeline  # type: ignore[attr-defined]
     return app
 

@@ -34,6 +34,11 @@ JOB_JOIN_TIMEOUTS = Counter("hpcguard_job_join_timeouts_total", "Decisions made 
 SINK_POINTS = Counter("hpcguard_sink_points_total", "Points handled by the InfluxDB sink, per outcome "
                       "(written|retried|dropped_overflow|rejected|dropped_unsent|downsampled)", ["outcome"], registry=REGISTRY)
 
+CONSUMER_READY = Gauge("hpcguard_consumer_ready", "1 while a consumer of the worker reads its partitions: joined its group "
+                       "(and, for faust, recovered its tables); faust: the agents' consumer, <app_id>-ldms: the LDMS "
+                       "batch consumer", ["consumer"],
+                       registry=REGISTRY)
+
 STALLED = Gauge("hpcguard_consumer_stalled", "1 while the worker's consumer is stalled", registry=REGISTRY)
 STALLS = Counter("hpcguard_consumer_stalls_total", "Consumer stalls detected, per reason (progress|commit|broker)",
                  ["reason"], registry=REGISTRY)

@@ -211,6 +211,7 @@ async def consume_batches(app: Any, topics: list[str], group: str, handle: Any, 
 
     config = kafka_python_config(app.hpc.settings.kafka)
     consumer = AIOKafkaConsumer(*topics, **config, group_id=group, enable_auto_commit=False,
+                                fetch_max_wait_ms=app.hpc.settings.kafka.fetch_max_wait_ms,
                                 auto_offset_reset="earliest", max_poll_records=max_records,
                                 session_timeout_ms=10_000, heartbeat_interval_ms=1_000, rebalance_timeout_ms=10_000)
     # why these settings: many small records in one batch per partition, no compression (CPU bound);
@@ -220,9 +221,13 @@ async def consume_batches(app: Any, topics: list[str], group: str, handle: Any, 
     await consumer.start()
     out = BatchProducer(producer)
     box = door.outbox
+    ready = metrics.CONSUMER_READY.labels(group)
+    ready.set(0)
     try:
         while True:
             batches = await consumer.getmany(timeout_ms=200, max_records=max_records)
+            if consumer.assignment():
+                ready.set(1)
             if not batches:
                 continue
             offsets = {}

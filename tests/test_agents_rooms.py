@@ -143,3 +143,18 @@ def test_windows_resume_from_their_changelog_deltas_as_if_never_stopped(tmp_path
     second.hpc.tables.grids.data.update(table)  # what a restart recovers from the changelog
     asyncio.run(in_batches(second, recs[50:], first_offset=50))
     assert predictions(box1 + box2) == expected and len(expected) > 40
+
+
+def test_faust_consumers_ask_the_broker_for_the_configured_fetch_wait(tmp_path):
+    """Faust hard-codes a 1.5 s fetch wait, which tansu spends in full on every idle fetch; the worker's
+    consumers use ``kafka.fetch_max_wait_ms``."""
+    s = Settings()
+    s.kafka.fetch_max_wait_ms = 37
+    pipe = Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), predictor=None, outbox=[],
+                    roles=frozenset({"jobs"}))
+    app = create_app(pipe)
+
+    async def worker_consumer():  # aiokafka consumers are made inside the event loop
+        return app.consumer._thread._create_worker_consumer(app.transport)
+
+    assert asyncio.run(worker_consumer())._fetch_max_wait_ms == 37

@@ -139,7 +139,8 @@ def test_deltas_rebuild_the_grid_whatever_the_batching():
     t0 = 1_700_000_000.0
     os_times = t0 + np.arange(0, 1800, 2.0)
     ipmi_times = t0 + np.arange(0, 1800, 15.0)
-    events = [(t, "os") for t in os_times[:400]] + [(t, "ipmi") for t in ipmi_times] + [(t, "os") for t in os_times[400:]]
+    events = ([(t, "os") for t in os_times[:400]] + [(t, "ipmi") for t in ipmi_times]
+              + [(t, "os") for t in os_times[400:]])  # the OS source runs 800 s ahead, then IPMI catches up
     for i, (t, src) in enumerate(events):
         g.add(float(t), {"cpu_temp": float(rng.normal(40, 1))} if src == "ipmi" else {"mem_used": float(rng.random())},
               last_value=src == "ipmi", source=src)
