@@ -113,7 +113,7 @@ def register(app: faust.App) -> None:
         """What the node's grid changed since its last record (or all of it), with the input offsets it holds."""
         g = grids[node]
         delta = g.take_delta()  # a snapshot holds the changes too: they start again from it
-        return {**(g.to_state() if whole else delta), "applied": applied[node]}
+        return {**(g.to_state() if whole else delta), "applied": dict(applied[node])}  # a copy: table.data keeps it
 
     def persist(nodes) -> None:
         """The nodes' grid changes (with their input offsets), then their partitions' marks, to the changelog."""
