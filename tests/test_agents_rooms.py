@@ -158,3 +158,6 @@ def test_faust_consumers_ask_the_broker_for_the_configured_fetch_wait(tmp_path):
         return app.consumer._thread._create_worker_consumer(app.transport)
 
     assert asyncio.run(worker_consumer())._fetch_max_wait_ms == 37
+    # tansu lists changelog ends short of the last record batch: Faust's recovery check would take the
+    # offsets it read itself for "persisted beyond the end" and crash a second rebalance (seen in CI)
+    assert app.conf.recovery_consistency_check is False
