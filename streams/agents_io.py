@@ -175,7 +175,6 @@ def register(app: faust.App) -> None:
     async def on_windows(closed: list[tuple[float, dict]], trigger_time: float | None = None) -> None:
         """Judge closed windows; ``trigger_time``: wall time the samples that closed them reached Kafka."""
         for window_end, features in closed:
-            await asyncio.sleep(0)  # a burst (a quiet node released an hour of windows) lets the other agents run
             await wait_for_probes(window_end)
             canario = fs.canario
             started = time.perf_counter()
