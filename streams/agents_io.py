@@ -149,8 +149,6 @@ def register(app: faust.App) -> None:
         no node is judged idle."""
         return bool(backlogged(app, (hpc.names.samples_io,)))
 
-    lock = asyncio.Lock()  # the windows agent and the idle timer (each may wait inside on_windows)
-
     @app.on_partitions_revoked.connect
     async def forget(sender, revoked, **kwargs) -> None:
         fs.revoked()
@@ -226,18 +224,16 @@ def register(app: faust.App) -> None:
     @app.agent(hpc.topics.samples_io, name="io-windows")
     async def io_windows(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
-            async with lock:  # the batch and the idle timer never judge windows at once
-                await io_batch(events)
+            await io_batch(events)
 
     @app.timer(1.0, name="idle-io-nodes")
     async def idle_io_nodes() -> None:
-        async with lock:
-            if not fs.loaded:
-                return  # nothing of this file system here (yet)
-            closed = fs.windows.advance(clock(), backlog())
-            if closed:
-                await on_windows(closed)
-                fs.save(True)
+        if not fs.loaded:
+            return  # nothing of this file system here (yet)
+        closed = fs.windows.advance(clock(), backlog())
+        if closed:
+            await on_windows(closed)
+            fs.save(True)
 
     @app.agent(hpc.topics.probes, name="probes")
     async def probes(stream: faust.StreamT) -> None:
