@@ -120,16 +120,14 @@ class SystemState:
             return
         self.changelog.write(self.partition, self.key, self._io_record)
         if canario_changed:
-            self._store(self.canario_key, {"canario": self.canario.to_state(), "offsets": self.offsets["probes"]})
+            self.changelog.store(self.partition, self.canario_key,
+                                 {"canario": self.canario.to_state(), "offsets": self.offsets["probes"]})
 
     def _io_record(self, whole: bool) -> dict:
         delta = self.windows.take_delta()  # a snapshot holds the changes too: they start again from it
         return {"windows": self.windows.to_state() if whole else delta, "offsets": dict(self.offsets["io"]),
                 "partition": self.partition}
 
-    def _store(self, key: str, value: dict) -> None:
-        self.table.data[key] = value
-        self.table.send_changelog(self.partition, key, value)
 
 
 def register(app: faust.App) -> None:

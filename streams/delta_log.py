@@ -68,9 +68,9 @@ class DeltaLog:
         base, k = self.base.get(key, 0), self.seq.get(key, 0) + 1
         self.seq[key] = k
         if k - base < every:
-            self._store(partition, delta_key(key, k), state(False))
+            self.store(partition, delta_key(key, k), state(False))
             return
-        self._store(partition, key, {**state(True), "seq": k})
+        self.store(partition, key, {**state(True), "seq": k})
         for j in [*range(base + 1, k), *self.stale.get(key, [])]:
             self.table.data.pop(delta_key(key, j), None)
             self.table.send_changelog(partition, delta_key(key, j), None, value_serializer="raw")
@@ -82,6 +82,7 @@ class DeltaLog:
         self.base.clear()
         self.stale.clear()
 
-    def _store(self, partition: int, key: str, value: dict) -> None:
+    def store(self, partition: int, key: str, value: dict) -> None:
+        """Write one whole table entry (no delta chain) to ``partition``."""
         self.table.data[key] = value
         self.table.send_changelog(partition, key, value)
