@@ -98,7 +98,9 @@ def main() -> None:
         predictions = read_topic(k, topics.predictions)
         actions = read_topic(k, topics.actions)
         # the first hop alone: raw record in Kafka → its canonical sample in Kafka (normalize)
-        samples = {name: read_topic(k, t) for name, t in (("ipmi", topics.samples_ipmi), ("os", topics.samples_os))}
+        # a NodeSamples batch counts once per sample it carries (each with its own raw record's ingest time)
+        samples = {name: [(s, ts) for r, ts in read_topic(k, t) for s in r.get("samples", [r])]
+                   for name, t in (("ipmi", topics.samples_ipmi), ("os", topics.samples_os))}
         hop = {name: _percentiles(_latencies_ms(recs, "ingest_time", WARMUP_S)) for name, recs in samples.items()}
         if args.series:
             Path(args.series).write_text(json.dumps({

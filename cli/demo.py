@@ -493,8 +493,9 @@ def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_d
         "hours": cfg.hours,
         "seed": cfg.seed,
         "model": model,
-        "samples": {"ipmi": counts[topics.samples_ipmi], "os": counts[topics.samples_os],
-                    "io": counts[topics.samples_io], "jobs": counts[topics.jobs]},
+        # Kafka records the workers published (LDMS samples travel in NodeSamples batches)
+        "records_out": {"samples.ipmi": counts[topics.samples_ipmi], "samples.os": counts[topics.samples_os],
+                        "samples.io": counts[topics.samples_io], "jobs": counts[topics.jobs]},
         "replayed_records": replayed,
         "dead_letters": {"total": len(dead), "by_kind": dict(Counter(d["error_kind"] for d, _ in dead))},
         "predictions": {"total": len(predictions), "warn": len(warn)},
@@ -552,7 +553,7 @@ def print_summary(summary: dict[str, Any]) -> None:
                   show_header=False)
     table.add_row("broker", summary["broker"])
     table.add_row("detector", summary["model"])
-    table.add_row("samples", ", ".join(f"{k} {v}" for k, v in summary["samples"].items()))
+    table.add_row("records out", ", ".join(f"{k} {v}" for k, v in summary["records_out"].items()))
     table.add_row("dead letters", str(summary["dead_letters"]["total"]))
     table.add_row("failures injected", str(f["injected"]))
     table.add_row("warned before failure", f"{f['warned']}  (lead minutes: {f['lead_minutes']})")

@@ -430,6 +430,17 @@ def _nodes(value: Any, name: str, limits: DoorLimits) -> list[str]:
     return [_id(validate_node, v, name) for v in value]
 
 
+def _sample_list(value: Any, name: str, limits: DoorLimits) -> list:
+    """The list of a ``NodeSamples`` batch; each item is checked as a ``NodeSample`` on its own."""
+    if not isinstance(value, list):
+        raise _type_error(name, value, "a list of NodeSample objects")
+    if not value:
+        raise ValidationError(name, "an empty batch", "no_values")
+    if len(value) > limits.max_list:
+        raise ValidationError(name, f"{len(value)} samples exceed the limit of {limits.max_list}", "too_large")
+    return value
+
+
 def _id(check: Callable[[Any], str], value: Any, name: str) -> str:
     """An adapter id rule, reported under the record's field name."""
     try:
@@ -494,6 +505,8 @@ _SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
         "node": (_F_NODE_ID, True), "time": (_F_TIME, True), "source": (_F_TEXT, True),
         "values": (_c(_values), True), "job_id": (_F_JOB_ID, False), "ingest_time": (_F_TIME, False),
         "v": (_F_VERSION, False)},
+    # a batch of samples (normalize's LDMS output: one record per node, or file system, and batch)
+    "NodeSamples": {"samples": (_c(_sample_list), True), "v": (_F_VERSION, False)},
     "JobEvent": {
         "job_id": (_F_JOB_ID, True), "event": (lambda v, n, lim, now: _choice(v, n, JOB_EVENTS), True),
         "time": (_F_TIME, True), "nodes": (_c(_nodes), False),
@@ -539,7 +552,8 @@ RECORD_KINDS = tuple(_SCHEMAS) + ("ldms",)
 def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = None) -> dict:
     """Check one decoded record at the door; return it with numbers as floats.
 
-    ``kind`` is a canonical record name (``NodeSample``, ``JobEvent``, ``ProbeResult``,
+    ``kind`` is a canonical record name (``NodeSample``, ``NodeSamples`` — a batch whose
+    items the caller checks as ``NodeSample`` —, ``JobEvent``, ``ProbeResult``,
     ``NodePrediction``, ``Action``, ``ActionAck``) or a raw input (``ipmi`` / ``slurm``
     envelope, ``ldms`` row).  Checks types, finite and bounded values, times (not before
     ``limits.epoch``, at most ``limits.max_skew_s`` ahead of ``now``, the wall clock by

@@ -3,7 +3,8 @@
 A file system's state has one owner: ``samples.io`` is keyed by the file system
 (``worker.system``), and probe results are re-keyed by it (``internal.probes``), so one
 partition, hence one worker, holds its windows, probe labels and detector.  Batches of
-1 s node IO rates are summed into the system's 1-minute windows
+1 s node IO rates (``NodeSamples`` records from normalize, or single ``NodeSample``
+records) are summed into the system's 1-minute windows
 (:class:`~hpcguard.models.canario.online.SystemIoWindows`: event time, watermark over the
 nodes' clocks — the node is in each record —, idle nodes quiet while the stream moves); samples
 behind the watermark are dead-lettered as ``late``.  Each closed window is judged by the
@@ -153,16 +154,20 @@ def register(app: faust.App) -> None:
 
     probe_progress: list = [None, None]  # the probe clock seen last, and the wall time it last moved
 
+    probe_topics = (hpc.names.probes, hpc.names.probes_fs)
+
     async def wait_for_probes(t: float) -> None:
         """Wait until the probe stream's clock passes window time ``t``: the windows whose labels are final by then
         join the detector's bank whichever stream ran ahead.  Bounded like the job join: at most
         ``worker.job_wait_s`` wall seconds since the probe stream last moved; a probe stream not heard from
-        (none configured) or quiet is not waited for."""
+        (none configured) or quiet is not waited for.  Probes this worker has yet to read (a consumer backlog
+        on ``probes`` or ``internal.probes``, e.g. a loaded machine) count as moving: a slow worker waits for
+        them instead of judging the window with other labels than a fast one."""
         while True:
             mark, now = fs.canario.probe_time, time.monotonic()
             if mark >= t or mark == -math.inf:
                 return
-            if mark != probe_progress[0]:
+            if mark != probe_progress[0] or backlogged(app, probe_topics):
                 probe_progress[:] = [mark, now]
             if now - probe_progress[1] >= w.job_wait_s:
                 return
@@ -197,9 +202,7 @@ def register(app: faust.App) -> None:
             if not fs.new("io", ev.message.partition, ev.message.offset):
                 continue  # applied before a restart: its effect is in the restored state
             with door.guard(ev.message.topic, ev.value, ev.message.offset):
-                s = door.decode("NodeSample", ev.value, ev.message.topic, ev.message.offset)
-                if s is not None:
-                    good.append((ev, s))
+                good += [(ev, s) for s in door.samples(ev.value, ev.message.topic, ev.message.offset)]
             fs.applied("io", ev.message.partition, ev.message.offset)
         if not good:
             fs.save(False)
@@ -212,7 +215,7 @@ def register(app: faust.App) -> None:
         for i in late:
             ev = good[i][0]
             door.dead_letter(ev.message.topic, "late", f"IO sample at {good[i][1]['time']} is behind the IO "
-                             "watermark (its window was already published)", ev.value, offset=ev.message.offset)
+                             "watermark (its window was already published)", good[i][1], offset=ev.message.offset)
         # the batch's newest arrival moved the watermark past the windows it closed
         await on_windows(closed, max((s.get("ingest_time") or ev.message.timestamp for ev, s in good),
                                      default=None) if closed else None)

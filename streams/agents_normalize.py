@@ -5,7 +5,8 @@ parser sees it; each batch is handled record by record under the plumbing's guar
 one bad record becomes one dead letter and the rest of the batch goes on.  LDMS rows —
 the bulk of the traffic (1 s IO rows) — are read in ``getmany`` batches by
 :func:`~hpcguard.streams.plumbing.consume_batches` (consumer group ``<app_id>-ldms``),
-outside Faust's per-event machinery; IPMI and sacct envelopes are Faust agents.
+outside Faust's per-event machinery, and their samples leave as ``NodeSamples`` batches (one
+record per node, or file system, and input batch); IPMI and sacct envelopes are Faust agents.
 """
 from __future__ import annotations
 
@@ -24,20 +25,27 @@ from hpcguard.streams.plumbing import Plumbing, consume_batches
 
 BATCH, WITHIN_S = 1000, 0.05
 LDMS_BATCH = 5000  # records per getmany: per-batch costs (send, commit) are amortised over many rows
+SAMPLES_PER_RECORD = 1000  # a NodeSamples record stays far below the door's 1 MiB and 4,096-item limits
 
 
 def normalize_ldms_rows(records: list, door: Plumbing, ldms: LdmsDecoder, route: dict) -> None:
     """Raw LDMS rows (``ConsumerRecord``: topic, offset, value, timestamp in ms) → samples via ``door``.
 
-    ``route``: raw topic → (schema, output topic, output key or ``None`` for the node).
+    ``route``: raw topic → (schema, output topic, output key or ``None`` for the node).  The
+    samples go out as ``NodeSamples`` batches, one per output key (node or file system) and
+    call, in input order, at most :data:`SAMPLES_PER_RECORD` each.
     """
+    batches: dict[tuple, list[dict]] = {}
     for rec in records:
         schema, target, io_key = route[rec.topic]
         with door.guard(rec.topic, rec.value, rec.offset):
             sample = ldms.decode(schema, door.check("ldms", door.loads(rec.value)))
             if sample is not None:
-                door.publish(target, io_key or sample["node"],
-                             {**sample, "ingest_time": rec.timestamp / 1000.0, "v": 1})
+                sample["ingest_time"], sample["v"] = rec.timestamp / 1000.0, 1
+                batches.setdefault((target, io_key or sample["node"]), []).append(sample)
+    for (target, key), samples in batches.items():
+        for i in range(0, len(samples), SAMPLES_PER_RECORD):
+            door.publish(target, key, {"samples": samples[i:i + SAMPLES_PER_RECORD], "v": 1})
 
 
 def register(app: faust.App) -> None:

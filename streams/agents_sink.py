@@ -26,11 +26,14 @@ def register(app: faust.App) -> None:
             for ev in events:
                 source = ev.message.topic
                 with door.guard(source, ev.value, ev.message.offset):
-                    try:
-                        sink.add(kinds[source], door.loads(ev.value))
-                    except (LineProtocolError, ValueError, TypeError, KeyError) as exc:
-                        door.dead_letter(source, "sink_rejected", f"InfluxDB sink cannot write it: {exc}", ev.value,
-                                         offset=ev.message.offset)
+                    record, kind = door.loads(ev.value), kinds[source]
+                    batch = kind == "NodeSample" and isinstance(record, dict) and "samples" in record
+                    for item in record["samples"] if batch else [record]:  # a NodeSamples batch: its samples
+                        try:
+                            sink.add(kind, item)
+                        except (LineProtocolError, ValueError, TypeError, KeyError) as exc:
+                            door.dead_letter(source, "sink_rejected", f"InfluxDB sink cannot write it: {exc}", item,
+                                             offset=ev.message.offset)
 
     @app.on_before_shutdown.connect
     async def close_sink(app: faust.App, **kwargs: Any) -> None:

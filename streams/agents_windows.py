@@ -1,6 +1,7 @@
 """windows: node samples → per-node 15 s grids (event time) → batched predictions.
 
-Each batch of IPMI/OS samples goes into the nodes' :class:`~hpcguard.models.grid.NodeGrid`
+Each batch of IPMI/OS samples (``NodeSample`` records, or ``NodeSamples`` batches) goes
+into the nodes' :class:`~hpcguard.models.grid.NodeGrid`
 (watermark = slowest live source); the steps it closes whose history is complete are
 predicted in one ``predictor.predict(nodes, windows)`` call, windows
 ``(n, history_steps, 10)``.  A prediction's ``time`` and ``sample_time`` are the closed
@@ -146,28 +147,33 @@ def register(app: faust.App) -> None:
                 touched: set[str] = set()
                 for ev in events:
                     source, offset = ev.message.topic, ev.message.offset
+                    before: dict[str, int] = {}  # node → its offset on this topic before this record
+                    samples: list[dict] = []
                     with door.guard(source, ev.value, offset):
-                        sample = door.decode("NodeSample", ev.value, source, offset)
-                        if sample is None:
-                            continue
-                        node = sample["node"]
-                        grid = grid_of(node)
-                        partition_of[node] = ev.message.partition
-                        if offset <= applied[node].get(source, -1):
-                            continue  # redelivered after a restart: the recovered grid holds it already
-                        applied[node][source] = offset
-                        touched.add(node)
-                        if sample["time"] < hpc.cluster.first_seen.get(node, float("inf")):
-                            # the node joins the cluster (FARS's spare pool) as of its first sample
-                            first = {"node": node, "first": sample["time"], "v": 1}
-                            hpc.cluster.apply_cluster(first)
-                            door.publish(cluster_topic, node, first)
-                        closed = grid.add(sample["time"], sample["values"], last_value=sample["source"] == "ipmi",
-                                          source=sample["source"], now=now, hold=hold)
-                        ingested = sample.get("ingest_time") or ev.message.timestamp
-                        due += ready(node, closed, ingested)
+                        samples = door.samples(ev.value, source, offset)
+                    for sample in samples:
+                        with door.guard(source, sample, offset):  # one late sample is one dead letter
+                            due += take_sample(sample, ev, before, now, hold, touched)
                 await publish(due)
                 persist(touched)
+
+    def take_sample(sample: dict, ev, before: dict[str, int], now: float, hold: set[str], touched: set[str]) -> list:
+        """Add one sample of record ``ev`` to its node's grid; the closed steps ready to predict."""
+        source, offset, node = ev.message.topic, ev.message.offset, sample["node"]
+        grid = grid_of(node)
+        partition_of[node] = ev.message.partition
+        if offset <= before.setdefault(node, applied[node].get(source, -1)):
+            return []  # redelivered after a restart: the recovered grid holds it already
+        applied[node][source] = offset
+        touched.add(node)
+        if sample["time"] < hpc.cluster.first_seen.get(node, float("inf")):
+            # the node joins the cluster (FARS's spare pool) as of its first sample
+            first = {"node": node, "first": sample["time"], "v": 1}
+            hpc.cluster.apply_cluster(first)
+            door.publish(cluster_topic, node, first)
+        closed = grid.add(sample["time"], sample["values"], last_value=sample["source"] == "ipmi",
+                          source=sample["source"], now=now, hold=hold)
+        return ready(node, closed, sample.get("ingest_time") or ev.message.timestamp)
 
     @app.timer(1.0, name="idle-sources")
     async def idle_sources() -> None:

@@ -34,6 +34,10 @@ True
 ...     raise RecursionError("deep")
 >>> [(v["error_kind"], v["offset"]) for _, _, v in box]
 [('bad_id', None), ('internal_error', 7)]
+>>> one = {"node": "n1", "time": 1.7e9, "source": "ipmi", "values": {"cpu_temp": 40}}
+>>> batch = encode({"samples": [one, {**one, "node": "n2", "values": {}}]})
+>>> [s["node"] for s in p.samples(batch, "s", offset=8)], box[-1][2]["error_kind"]
+(['n1'], 'no_values')
 """
 from __future__ import annotations
 
@@ -146,6 +150,29 @@ class Plumbing:
         except ValidationError as exc:
             self.dead_letter(source, exc.kind, f"not a valid {kind}: {exc.reason}", raw, offset=offset)
             return None
+
+    def samples(self, raw: bytes | str, source: str, offset: int | None = None) -> list[dict]:
+        """The checked samples of a samples-topic record: a ``NodeSample`` or a ``NodeSamples`` batch.
+
+        A refused record is one dead letter; in a batch, each refused sample is its own dead
+        letter (the sample as payload) and the others come back.
+        """
+        try:
+            data = self.loads(raw)
+            if not (isinstance(data, dict) and "samples" in data):
+                return [self.check("NodeSample", data)]
+            items = check_record("NodeSamples", data, self.limits)["samples"]
+        except ValidationError as exc:
+            self.dead_letter(source, exc.kind, f"not a valid NodeSample: {exc.reason}", raw, offset=offset)
+            return []
+        out = []
+        for item in items:
+            try:
+                out.append(self.check("NodeSample", item))
+            except ValidationError as exc:
+                self.dead_letter(source, exc.kind, f"not a valid NodeSample (in a NodeSamples batch): {exc.reason}",
+                                 item, offset=offset)
+        return out
 
     @contextmanager
     def guard(self, source: str, raw: Any, offset: int | None = None) -> Iterator[None]:

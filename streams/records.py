@@ -45,6 +45,17 @@ class NodeSample(_Versioned):
     v: int = SCHEMA_VERSION
 
 
+class NodeSamples(_Versioned):
+    """A batch of ``NodeSample`` records: what normalize publishes for LDMS rows, one record per
+    node (``samples.os``) or file system (``samples.io``) and input batch, so that the bulk of the
+    traffic costs one Kafka record and one agent event per batch instead of per sample.  Every
+    consumer of a samples topic also accepts single ``NodeSample`` records.
+    """
+
+    samples: List[NodeSample]
+    v: int = SCHEMA_VERSION
+
+
 class JobEvent(_Versioned):
     """A batch-job lifecycle event: submit, start, end, requeue, hold, release."""
 

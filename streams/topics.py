@@ -3,8 +3,8 @@
 | suffix | key | record |
 |---|---|---|
 | samples.ipmi | node | NodeSample |
-| samples.io | system | NodeSample (LDMS 1 s IO: io_read_bytes, io_write_bytes; keyed by file system) |
-| samples.os | node | NodeSample (LDMS operating-system samplers) |
+| samples.io | system | NodeSamples: batches of NodeSample (LDMS 1 s IO: io_read_bytes, io_write_bytes) |
+| samples.os | node | NodeSamples: batches of one node's NodeSample (LDMS operating-system samplers) |
 | jobs | job | JobEvent |
 | probes | probe | ProbeResult |
 | predictions.node | node | NodePrediction |
@@ -19,7 +19,8 @@
 | internal.node-jobs | node | job events re-keyed by node (worker-internal) |
 | internal.cluster | node | nodes' first sample times and warning episodes (every worker reads all of it) |
 | internal.probes | system | probe results re-keyed by file system (its IO worker owns them) |
-LDMS rows arrive on LDMS's own topics, ``ldms.<schema>`` by default.
+LDMS rows arrive on LDMS's own topics, ``ldms.<schema>`` by default.  Consumers of the
+samples topics take a single ``NodeSample`` as well as a ``NodeSamples`` batch.
 """
 from __future__ import annotations
 

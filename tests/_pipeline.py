@@ -36,6 +36,11 @@ def baseline_model(directory: Path, persistence: int = 2) -> str:
     return str(directory)
 
 
+def samples_of(records: list[dict]) -> list[dict]:
+    """The samples of samples-topic records: a ``NodeSamples`` batch's items, or the record itself."""
+    return [s for r in records for s in r.get("samples", [r])]
+
+
 class WorkerProcess:
     """``hpcguard worker`` in a subprocess with its own topic prefix and group."""
 

@@ -56,6 +56,43 @@ def test_windows_predict_by_event_time_and_dead_letter_late_and_bad_records(tmp_
     assert sorted(d["error_kind"] for d in dead) == ["bad_id", "late", "too_deep"]
 
 
+def test_sample_batches_give_what_single_samples_give_and_dead_letter_each_bad_sample(tmp_path):
+    """normalize's NodeSamples batches (one per node and input batch) and single NodeSample records: same
+    predictions and IO verdicts; a late or invalid sample inside a batch is its own dead letter, the rest stay."""
+    steps = [sample(n, T0 + 15 * k) for k in range(30) for n in ("n1", "n2")]
+    single = steps[:-4] + [sample("n1", T0)] + steps[-4:]  # a late sample with good ones after it in its batch
+    bad = {**sample("n2", T0 + 450)[1], "node": "n2;rm"}
+
+    def batched(records, size):
+        by_node: dict[str, list] = {}
+        for key, value in records:
+            by_node.setdefault(key, []).append(value)
+        return [(key, {"samples": values[i:i + size], "v": 1}) for key, values in by_node.items()
+                for i in range(0, len(values), size)]
+
+    def outputs(records, name, roles, predictor=None):
+        app, box = make_app(tmp_path / f"{name}{len(records)}", roles, predictor)
+        asyncio.run(feed(app, name, records))
+        kept = [{k: x for k, x in v.items() if k != "ingest_time"} for topic, _, v in box  # wall clock: not compared
+                if not topic.endswith("dlq") and not topic.endswith("cluster")]
+        return kept, [(d["error_kind"], json.loads(d["payload"]).get("node")) for topic, _, d in box
+                      if topic.endswith("dlq")]
+
+    model = load_predictor(baseline_model(tmp_path / "m"))
+    one, one_dead = outputs(single, "node-windows", {"windows"}, model)
+    many, many_dead = outputs([("n2", {"samples": [bad], "v": 1})] + batched(single, 7), "node-windows",
+                              {"windows"}, model)
+    assert one and many == one
+    assert one_dead == [("late", "n1")] and many_dead == [("bad_id", "n2;rm"), ("late", "n1")]
+
+    io = [("n1", {"node": "n1", "time": T0 + k, "source": "ldms:lustre_client", "v": 1,
+                  "values": {"io_read_bytes": 1e9, "io_write_bytes": 2e9}}) for k in range(0, 130)]
+    io.append(("n1", {**io[0][1], "time": T0 + 3}))
+    io_one, io_one_dead = outputs(io, "io-windows", {"io"})
+    io_many, io_many_dead = outputs(batched(io, 50), "io-windows", {"io"})
+    assert io_one and io_many == io_one and io_one_dead == io_many_dead == [("late", "n1")]
+
+
 def test_decide_joins_the_job_running_at_the_warning_time(tmp_path):
     app, box = make_app(tmp_path, {"jobs", "decide"})
     asyncio.run(feed(app, "jobs", [

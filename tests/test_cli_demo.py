@@ -47,7 +47,8 @@ def test_demo_json_with_influx_and_metrics(tmp_path, influxdb):
     failures = (workdir / "telemetry" / "failures.csv").read_text().splitlines()[1:]
     assert summary["broker"].startswith("embedded tansu 127.0.0.1:")
     assert summary["nodes"] == 8 and summary["model"] == "baseline-threshold"
-    assert summary["samples"]["ipmi"] > 0 and summary["samples"]["io"] > 0 and summary["samples"]["jobs"] > 0
+    out = summary["records_out"]
+    assert out["samples.ipmi"] > 0 and out["samples.os"] > 0 and out["samples.io"] > 0 and out["jobs"] > 0
     assert summary["dead_letters"]["total"] == 0
     f = summary["failures"]
     assert f["injected"] == len(failures) and f["warned"] + f["missed"] == f["injected"]

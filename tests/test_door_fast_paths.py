@@ -125,9 +125,14 @@ def test_batch_normalizer_dead_letters_each_bad_row_once_and_goes_on():
 
     dead = [(v["offset"], v["error_kind"]) for t, _, v in box if t == "dlq"]
     assert dead == [(2, "bad_json"), (3, "too_deep"), (4, "bad_id")]
-    io = [(k, v["values"]["io_read_bytes"], v["ingest_time"]) for t, k, v in box if t == "samples.io"]
+    # one NodeSamples record per output key: the file system's, and node n2's
+    assert [(t, k, len(v["samples"])) for t, k, v in box if t != "dlq"] == [("samples.io", "scratch", 3),
+                                                                             ("samples.os", "n2", 1)]
+    io = [(k, s["values"]["io_read_bytes"], s["ingest_time"]) for t, k, v in box if t == "samples.io"
+          for s in v["samples"]]
     # counters → rates between consecutive good rows; keyed by the file system; ingest time in seconds
     assert io == [("scratch", 1000.0, 1_700_000_000.001), ("scratch", 3000.0, 1_700_000_000.005),
                   ("scratch", 5000.0, 1_700_000_000.006)]
-    assert [(k, v["values"]) for t, k, v in box if t == "samples.os"] == [("n2", {"mem_usage": 75.0})]
-    assert len(box) == 7 and not any(isinstance(v, (bytes, str)) for v in itertools.chain(box))
+    assert [(k, s["values"]) for t, k, v in box if t == "samples.os" for s in v["samples"]] == [
+        ("n2", {"mem_usage": 75.0})]
+    assert len(box) == 5 and not any(isinstance(v, (bytes, str)) for v in itertools.chain(box))

@@ -258,3 +258,40 @@ def test_v2_sink_against_influxdb2_container():
                 f'from(bucket:"{bucket}") |> range(start: -1h) |> filter(fn: (r) => r._measurement == "node_sample"'
                 f' and r._field == "cpu_temp")')
             assert sum(len(t.records) for t in tables) == 7
+
+
+def test_sink_agent_writes_every_sample_of_a_batch(influxdb, tmp_path):
+    """The sink agent (Faust's test context) writes a NodeSamples batch sample by sample, a single
+    NodeSample as it is; a sample it cannot write is a dead letter, the rest of the batch is written."""
+    import asyncio
+
+    from hpcguard.settings import Settings
+    from hpcguard.streams.app import Pipeline, create_app
+    from hpcguard.streams.topics import TopicNames
+
+    db = _db()
+    sink = _v1_sink(influxdb, db)
+    s = Settings()
+    s.worker.data_dir = str(tmp_path / "state")
+    box: list = []
+    topics = TopicNames.from_settings(s.topics)
+    app = create_app(Pipeline(settings=s, topics=topics, sink=sink, outbox=box, roles=frozenset({"sink"})))
+    app.finalize()
+    app.conf.store = "memory://"
+    app.flow_control.resume()
+    batch = {"samples": [_sample("n001", T0 + i, source="ldms:meminfo") for i in range(3)]
+             + [{"node": "n002", "time": T0, "source": "ldms:meminfo", "values": "not a mapping"}], "v": 1}
+
+    async def feed() -> None:
+        agent = next(a for a in app.agents.values() if a.name.endswith("influx-sink"))
+        async with agent.test_context() as a:
+            a._get_strtopic = lambda channel: topics.samples_os  # the test wrapper cannot name a multi-topic channel
+            await a.put(json.dumps(batch).encode(), key=b"n001")
+            await a.put(json.dumps(_sample("n003", T0)).encode(), key=b"n003")
+            await asyncio.sleep(0.2)
+
+    asyncio.run(feed())
+    sink.flush()
+    rows = influxdb.rows('SELECT * FROM "node_sample"', db)
+    assert sorted(r["node"] for r in rows) == ["n001", "n001", "n001", "n003"]
+    assert [v["error_kind"] for t, _, v in box if t.endswith("dlq")] == ["sink_rejected"]

@@ -6,7 +6,7 @@ import time
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from _pipeline import WorkerProcess
+from _pipeline import WorkerProcess, samples_of
 from hpcguard.connectors.kafka import kafka_python_config
 
 pytestmark = pytest.mark.broker
@@ -37,7 +37,7 @@ def test_raw_inputs_normalize_and_bad_ones_dead_letter(kafka_settings, tmp_path)
             ("43", {"format": "sacct-parsable2", "header": HEADER, "event": "start", "time": T0,
                     "line": "43|x|bob|batch|1|n[1-", "source": "slurm/sacct.txt:3"}),
         ])
-        io = w.wait_for(t.samples_io, lambda r: len(r) >= 2)
+        io = samples_of(w.wait_for(t.samples_io, lambda r: len(samples_of(r)) >= 2))
         ipmi = w.wait_for(t.samples_ipmi, lambda r: len(r) >= 2)
         jobs = w.wait_for(t.jobs, lambda r: len(r) >= 1)
         dead = w.wait_for(t.dlq, lambda r: len(r) >= 4)
