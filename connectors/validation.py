@@ -395,12 +395,7 @@ def _finite_json(value: Any, name: str, limits: DoorLimits) -> Any:
 
 def _values(value: Any, name: str, limits: DoorLimits) -> dict[str, float]:
     """Metric name → finite bounded float; at least one value."""
-    if not isinstance(value, dict):
-        raise _type_error(name, value, "an object of metric values")
-    if not value:
-        raise ValidationError(name, "no metric values", "no_values")
-    if len(value) > limits.max_list:
-        raise ValidationError(name, f"{len(value)} values exceed the limit of {limits.max_list}", "too_large")
+    _collection(value, name, limits, dict, "an object of metric values", "metric values")
     for k in value:
         if not isinstance(k, str) or _METRIC_NAME.fullmatch(k) is None:
             raise ValidationError(name, f"{_show(k)} is not a metric name", "bad_id")
@@ -430,15 +425,20 @@ def _nodes(value: Any, name: str, limits: DoorLimits) -> list[str]:
     return [_id(validate_node, v, name) for v in value]
 
 
+def _collection(value: Any, name: str, limits: DoorLimits, kind: type, expected: str, items: str) -> Any:
+    """A non-empty ``kind`` (dict or list) of at most ``limits.max_list`` items."""
+    if not isinstance(value, kind):
+        raise _type_error(name, value, expected)
+    if not value:
+        raise ValidationError(name, f"no {items}", "no_values")
+    if len(value) > limits.max_list:
+        raise ValidationError(name, f"{len(value)} {items} exceed the limit of {limits.max_list}", "too_large")
+    return value
+
+
 def _sample_list(value: Any, name: str, limits: DoorLimits) -> list:
     """The list of a ``NodeSamples`` batch; each item is checked as a ``NodeSample`` on its own."""
-    if not isinstance(value, list):
-        raise _type_error(name, value, "a list of NodeSample objects")
-    if not value:
-        raise ValidationError(name, "an empty batch", "no_values")
-    if len(value) > limits.max_list:
-        raise ValidationError(name, f"{len(value)} samples exceed the limit of {limits.max_list}", "too_large")
-    return value
+    return _collection(value, name, limits, list, "a list of NodeSample objects", "samples")
 
 
 def _id(check: Callable[[Any], str], value: Any, name: str) -> str:
