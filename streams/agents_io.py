@@ -167,7 +167,8 @@ def register(app: faust.App) -> None:
             mark, now = fs.canario.probe_time, time.monotonic()
             if mark >= t or mark == -math.inf:
                 return
-            if mark != probe_progress[0] or backlogged(app, probe_topics):
+            # only a known backlog: a partition whose end is not known yet must not hold the window forever
+            if mark != probe_progress[0] or backlogged(app, probe_topics, unknown_end=False):
                 probe_progress[:] = [mark, now]
             if now - probe_progress[1] >= w.job_wait_s:
                 return

@@ -246,12 +246,13 @@ def _positions(app: Any, tps: list) -> dict:
     return out
 
 
-def backlogged(app: Any, topics: tuple[str, ...] | set[str]) -> set[str]:
+def backlogged(app: Any, topics: tuple[str, ...] | set[str], unknown_end: bool = True) -> set[str]:
     """The ``topics`` with records this worker has not read yet (a consumer backlog, not silent sources).
 
     Errs on the side of a backlog, which only delays idleness: a partition whose end is not
-    known yet, and one where faust's read offset equals the committed offset (right after a
-    seek that means nothing was read yet), count as behind while any record lies at or after it.
+    known yet (unless ``unknown_end`` is False: then only a known end counts), and one where
+    faust's read offset equals the committed offset (right after a seek that means nothing was
+    read yet), count as behind while any record lies at or after it.
     """
     try:
         consumer = app.consumer
@@ -261,7 +262,8 @@ def backlogged(app: Any, topics: tuple[str, ...] | set[str]) -> set[str]:
                 continue
             high, read = consumer.highwater(tp), consumer._read_offset.get(tp)  # no public accessor for the latter
             if high is None:
-                behind.add(tp.topic)
+                if unknown_end:
+                    behind.add(tp.topic)
             elif read is None or read == consumer._committed_offset.get(tp):
                 if high > (read or 0):
                     behind.add(tp.topic)
