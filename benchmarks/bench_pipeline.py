@@ -63,11 +63,13 @@ def bare_consumer_msgs_per_s(k: KafkaSettings, topics: list[str]) -> dict:
 WARMUP_S = 15.0
 
 
-def _latencies_ms(records: list[tuple[dict, int]], field: str, warmup_s: float = 0.0) -> list[float]:
+def _latencies_ms(records: list[tuple[dict, int]], field: str, warmup_s: float = 0.0,
+                  first: float | None = None) -> list[float]:
     """Broker time of each output minus the wall time its trigger reached Kafka (``field``, s), for
-    triggers at least ``warmup_s`` after the first one."""
+    triggers at least ``warmup_s`` after ``first`` (the replay's first record; default: the first trigger)."""
     sent = [(r[field], ts) for r, ts in records if r.get(field)]
-    first = min((t for t, _ in sent), default=0.0)
+    if first is None:
+        first = min((t for t, _ in sent), default=0.0)
     return [ts - 1000.0 * t for t, ts in sent if t >= first + warmup_s]
 
 
@@ -81,16 +83,19 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="worker processes sharing the topics' partitions")
     ap.add_argument("--preload", action="store_true",
                     help="replay everything before the workers start, so they drain a backlog as the bare consumer does")
+    ap.add_argument("--cache-dir", default=None, help="keep the trained demo model here between runs")
+    ap.add_argument("--workdir", default=None, help="keep the run's telemetry, worker logs and audit log here")
     ap.add_argument("--out", default="benchmarks/results/pipeline.json")
     ap.add_argument("--series", default=None,
-                    help="also write (trigger wall time s, latency ms) per prediction and per IPMI sample to this JSON")
+                    help="also write (trigger wall time s, latency ms) per prediction and per IPMI and OS sample to this JSON")
     args = ap.parse_args()
 
     result: dict = {"load_avg_before": os.getloadavg(), "cpus": os.cpu_count(), "features": feature_values_per_s()}
     with EmbeddedBroker() as broker:
         summary = run_demo(DemoConfig(nodes=args.nodes, hours=args.hours, seed=args.seed, speed=args.speed,
                                       detector=args.detector, bootstrap=broker.bootstrap, quiet=True,
-                                      preload=args.preload, workers=args.workers))
+                                      preload=args.preload, workers=args.workers, cache_dir=args.cache_dir,
+                                      workdir=args.workdir))
         k = KafkaSettings(bootstrap=broker.bootstrap)
         topics = TopicNames.from_settings(Settings().topics)
         raw = list(topics.ldms) + [topics.raw_ipmi, topics.raw_slurm]
@@ -101,18 +106,20 @@ def main() -> None:
         # a NodeSamples batch counts once per sample it carries (each with its own raw record's ingest time)
         samples = {name: [(s, ts) for r, ts in read_topic(k, t) for s in r.get("samples", [r])]
                    for name, t in (("ipmi", topics.samples_ipmi), ("os", topics.samples_os))}
-        hop = {name: _percentiles(_latencies_ms(recs, "ingest_time", WARMUP_S)) for name, recs in samples.items()}
+        # the replay's first record reached Kafka then: warm-up is counted from it, for every kind of output
+        start = min((s["ingest_time"] for recs in samples.values() for s, _ in recs if s.get("ingest_time")), default=None)
+        hop = {name: _percentiles(_latencies_ms(recs, "ingest_time", WARMUP_S, start)) for name, recs in samples.items()}
         if args.series:
             Path(args.series).write_text(json.dumps({
                 name: sorted((r["ingest_time"], ts - 1000.0 * r["ingest_time"]) for r, ts in recs if r.get("ingest_time"))
-                for name, recs in (("predictions", predictions), ("ipmi", samples["ipmi"]))}))
+                for name, recs in (("predictions", predictions), ("ipmi", samples["ipmi"]), ("os", samples["os"]))}))
     result["pipeline"] = {"msgs_per_s": summary["throughput_msgs_per_s"], "latency_ms": summary["latency_ms"],
                           "prediction_latency_ms": _percentiles(_latencies_ms(predictions, "ingest_time")),
                           # without the records that arrived while the workers were still joining their groups
                           f"latency_ms_after_{WARMUP_S:.0f}s": _percentiles(
-                              _latencies_ms(actions, "trigger_time", WARMUP_S)),
+                              _latencies_ms(actions, "trigger_time", WARMUP_S, start)),
                           f"prediction_latency_ms_after_{WARMUP_S:.0f}s": _percentiles(
-                              _latencies_ms(predictions, "ingest_time", WARMUP_S)),
+                              _latencies_ms(predictions, "ingest_time", WARMUP_S, start)),
                           f"normalize_latency_ms_after_{WARMUP_S:.0f}s": hop,
                           "replayed_records": summary["replayed_records"], "nodes": args.nodes, "hours": args.hours,
                           "speed": args.speed, "preload": args.preload, "workers": args.workers, "actions": summary.get("actions"), "dead_letters": summary.get("dead_letters")}

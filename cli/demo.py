@@ -267,10 +267,10 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
         replayed = int(sum(published.values()))
         drained_at, counters = _wait_for_drain(procs, topics, dict(published), timeout_s)
         if settle:
-            # the last steps and IO windows of nodes that went quiet (failed nodes) close by processing-time
-            # idleness: give the workers that long, then wait for their outputs to settle again
-            time.sleep(float(env.get("HPCGUARD_WORKER__IDLE_S") or settings.worker.idle_s) + 2.0)
-            counters = _wait_for_drain(procs, topics, dict(published), timeout_s)[1]
+            # the last steps and IO windows close by processing-time idleness once the replay stopped: wait until
+            # every worker reports no live source (then every window the data allows is out), bounded
+            idle_s = float(env.get("HPCGUARD_WORKER__IDLE_S") or settings.worker.idle_s)
+            counters = _wait_for_drain(procs, topics, dict(published), timeout_s, idle_within=2 * idle_s + 30.0)[1]
         # throughput counts from the workers' first output, so their start-up is not charged to the pipeline
         first_out = _first_timestamp(k, [topics.samples_io, topics.samples_os, topics.samples_ipmi])
         elapsed = drained_at - max(started, first_out or started)
@@ -381,16 +381,21 @@ def train_model(history_dir: str, model_dir: str, seed: int, detector: str = "ba
 
 
 def scrape_counters(port: int) -> dict[str, dict[str, float]]:
-    """``records_in``/``records_out`` per topic from a worker's ``/metrics``."""
+    """``records_in``/``records_out`` and samples out (``samples``) per topic and the live sources per table
+    (``live``) from a worker's ``/metrics``."""
     import requests
     from prometheus_client.parser import text_string_to_metric_families
 
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    out: dict[str, dict[str, float]] = {"in": {}, "out": {}}
+    out: dict[str, dict[str, float]] = {"in": {}, "out": {}, "samples": {}, "live": {}}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name in ("hpcguard_records_in_total", "hpcguard_records_out_total"):
                 out["in" if "_in_" in sample.name else "out"][sample.labels["topic"]] = sample.value
+            elif sample.name == "hpcguard_samples_out_total":
+                out["samples"][sample.labels["topic"]] = sample.value
+            elif sample.name == "hpcguard_live_sources":
+                out["live"][sample.labels["table"]] = sample.value
     return out
 
 
@@ -439,11 +444,15 @@ def drained(counters: dict[str, dict[str, float]], topics: TopicNames, published
 
 
 def _wait_for_drain(workers: list[tuple], topics: TopicNames, published: dict[str, int],
-                    timeout_s: float) -> tuple[float, dict[str, dict[str, float]]]:
-    """Wait until the workers (summed counters) consumed everything and their outputs stopped changing."""
+                    timeout_s: float, idle_within: float | None = None) -> tuple[float, dict[str, dict[str, float]]]:
+    """Wait until the workers (summed counters) consumed everything and their outputs stopped changing.
+
+    ``idle_within``: also wait, at most that many seconds, until no worker reports a live source
+    (``hpcguard_live_sources``), i.e. every source went idle and the windows it held back closed."""
     import requests
 
     deadline = time.monotonic() + timeout_s
+    idle_by = None if idle_within is None else time.monotonic() + idle_within
     last: dict[str, dict[str, float]] | None = None
     last_change = time.time()
     while time.monotonic() < deadline:
@@ -451,7 +460,7 @@ def _wait_for_drain(workers: list[tuple], topics: TopicNames, published: dict[st
             if proc.poll() is not None:
                 raise RuntimeError(f"a worker exited with status {proc.returncode}; see its log in the workdir")
         time.sleep(1.0)
-        counters: dict[str, dict[str, float]] = {"in": {}, "out": {}}
+        counters: dict[str, dict[str, float]] = {"in": {}, "out": {}, "samples": {}, "live": {}}
         try:
             for _, port in workers:
                 for side, per_topic in scrape_counters(port).items():
@@ -459,10 +468,11 @@ def _wait_for_drain(workers: list[tuple], topics: TopicNames, published: dict[st
                         counters[side][t] = counters[side].get(t, 0.0) + v
         except requests.RequestException:
             continue  # a worker is still starting
-        if counters != last:
+        if {k: counters[k] for k in ("in", "out")} != {k: (last or {}).get(k) for k in ("in", "out")}:
             last, last_change = counters, time.time()
             continue
-        if drained(counters, topics, published):
+        live = sum(counters.get("live", {}).values())
+        if drained(counters, topics, published) and (idle_by is None or live == 0 or time.monotonic() > idle_by):
             return last_change, counters
     raise RuntimeError(f"the pipeline did not drain within {timeout_s:.0f} s")
 
@@ -472,8 +482,8 @@ def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_d
     from hpcguard.connectors.recorded import load_failures
     from hpcguard.models.warning_eval import score_warnings
 
-    counts = {t: int(counters["out"].get(t, 0)) for t in (topics.samples_ipmi, topics.samples_os, topics.samples_io,
-                                                           topics.jobs)}
+    samples = {t: int(counters["samples"].get(t, 0)) for t in (topics.samples_ipmi, topics.samples_os,
+                                                                topics.samples_io)}
     predictions = read_topic(k, topics.predictions)
     actions = read_topic(k, topics.actions)
     acks = read_topic(k, topics.acks)
@@ -493,9 +503,10 @@ def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_d
         "hours": cfg.hours,
         "seed": cfg.seed,
         "model": model,
-        # Kafka records the workers published (LDMS samples travel in NodeSamples batches)
-        "records_out": {"samples.ipmi": counts[topics.samples_ipmi], "samples.os": counts[topics.samples_os],
-                        "samples.io": counts[topics.samples_io], "jobs": counts[topics.jobs]},
+        # what normalize published: samples (each sample of a NodeSamples batch: the record count depends on how
+        # the inputs were batched, this does not), job events and job-progress markers
+        "published": {"samples.ipmi": samples[topics.samples_ipmi], "samples.os": samples[topics.samples_os],
+                      "samples.io": samples[topics.samples_io], "jobs": int(counters["out"].get(topics.jobs, 0))},
         "replayed_records": replayed,
         "dead_letters": {"total": len(dead), "by_kind": dict(Counter(d["error_kind"] for d, _ in dead))},
         "predictions": {"total": len(predictions), "warn": len(warn)},
@@ -512,7 +523,8 @@ def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_d
         "actions_by_source": dict(sorted(Counter(f"{a['source']}:{a['kind']}" for a, _ in actions).items())),
         "acks": dict(sorted(Counter(a["status"] for a, _ in acks).items())),
         "throughput_msgs_per_s": round(replayed / elapsed, 1) if elapsed > 0 else None,
-        "latency_ms": _percentiles(latencies_ms),
+        # untimed: actions of windows closed by idleness (a quiet node let them go), with no triggering sample
+        "latency_ms": {**_percentiles(latencies_ms), "untimed": len(actions) - len(latencies_ms)},
         "elapsed_s": round(elapsed, 1),
     }
 
@@ -553,7 +565,7 @@ def print_summary(summary: dict[str, Any]) -> None:
                   show_header=False)
     table.add_row("broker", summary["broker"])
     table.add_row("detector", summary["model"])
-    table.add_row("records out", ", ".join(f"{k} {v}" for k, v in summary["records_out"].items()))
+    table.add_row("published", ", ".join(f"{k} {v}" for k, v in summary["published"].items()))
     table.add_row("dead letters", str(summary["dead_letters"]["total"]))
     table.add_row("failures injected", str(f["injected"]))
     table.add_row("warned before failure", f"{f['warned']}  (lead minutes: {f['lead_minutes']})")
@@ -570,5 +582,6 @@ def print_summary(summary: dict[str, Any]) -> None:
     table.add_row("IO windows", f"{summary['io_windows']['total']} ({summary['io_windows']['degraded']} degraded)")
     table.add_row("throughput", f"{summary['throughput_msgs_per_s']} msgs/s")
     lat = summary["latency_ms"]
-    table.add_row("latency sample→action", f"p50 {lat['p50']} ms, p99 {lat['p99']} ms")
+    table.add_row("latency sample→action", f"p50 {lat['p50']} ms, p99 {lat['p99']} ms (n {lat['n']}"
+                  + (f"; {lat['untimed']} closed by idleness, untimed)" if lat.get("untimed") else ")"))
     console.print(table)

@@ -127,6 +127,8 @@ def replay_command(
     for section in ("published", "records", "samples", "errors"):
         for name, n in sorted(report.get(section, {}).items()):
             table.add_row(f"{section}: {name}", f"{n:,}")
+    if report.get("job_progress_markers"):
+        table.add_row("of which job-progress markers", f"{report['job_progress_markers']:,}")
     table.add_row("files", str(report.get("files", 0)))
     for sensor, cov in report.get("coverage", {}).get("sensors", {}).items():
         table.add_row(f"coverage: {sensor}", f"{cov['share']:.1%}")

@@ -45,7 +45,9 @@ from hpcguard.connectors.fasrc import (SdrLineCache, add_scan_coverage, buffer_a
 from hpcguard.connectors.ipmi import IpmiInput, decode_ipmi_envelope, detect_ipmi_format, read_ipmi_file
 from hpcguard.connectors.ldms import LdmsDecoder, base_schema, find_altheader, parse_layout, read_store_csv
 from hpcguard.connectors.mapping import SensorMapping
-from hpcguard.connectors.sacct import JOB_ID_COLUMNS, SacctDialect, decode_slurm_envelope, job_events, read_sacct
+from hpcguard.connectors.sacct import (JOB_ID_COLUMNS, SacctDialect, decode_slurm_envelope, job_events,
+                                       progress_envelope, read_sacct)
+from hpcguard.models.jobs import PROGRESS
 from hpcguard.settings import KafkaSettings, TopicSettings
 
 FILE_FORMATS = ("store_csv", "freeipmi", "ipmitool", "telegraf", "sacct", "probes", "sdr-archive")
@@ -307,6 +309,30 @@ def _topics_for(planned: list[tuple[Path, str, str | None]], topics: TopicSettin
 #: bytes of sent-but-unacknowledged records before replay waits for the oldest (backpressure)
 MAX_IN_FLIGHT_BYTES = 8 * 2**20
 DELIVERY_WAIT_S = 120.0
+#: record-time seconds between the replay's job-progress markers on ``raw.slurm`` (the node grid's step)
+JOB_PROGRESS_S = 15.0
+
+
+def with_job_progress(items: Iterable[RawMessage | Rejected], topic: str,
+                      every_s: float = JOB_PROGRESS_S) -> Iterator[RawMessage | Rejected]:
+    """``items`` (in time order) with a job-progress marker for ``topic`` (``raw.slurm``) whenever
+    the record time moved on by ``every_s``, and one at the end.  A marker at ``t`` goes out just
+    before the first record after ``t``: every record, so every job event, up to ``t`` is out by then.
+
+    >>> msgs = [RawMessage("raw.ipmi", "n1", {}, t, "f", "ipmi") for t in (0.0, 10.0, 15.0, 15.0, 40.0)]
+    >>> [(m.topic, m.time) for m in with_job_progress(msgs, "raw.slurm") if m.topic == "raw.slurm"]
+    [('raw.slurm', 0.0), ('raw.slurm', 10.0), ('raw.slurm', 15.0), ('raw.slurm', 40.0)]
+    """
+    last, due = None, -math.inf
+    for item in items:
+        if isinstance(item, RawMessage):
+            if last is not None and item.time > last and item.time >= due:
+                yield RawMessage(topic, "", progress_envelope(last, "replay"), last, "replay", "slurm")
+                due = (math.floor(item.time / every_s) + 1) * every_s
+            last = item.time if last is None else max(last, item.time)
+        yield item
+    if last is not None:
+        yield RawMessage(topic, "", progress_envelope(last, "replay"), last, "replay", "slurm")
 
 
 def pace_delay(record_time: float, first_time: float, speed: float, elapsed_s: float) -> float:
@@ -329,6 +355,13 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
     ``DeadLetter`` JSON.  Sending waits for the broker while ``MAX_IN_FLIGHT_BYTES`` are
     unacknowledged, so a slow broker slows the replay instead of expiring batches; records
     the broker still refused are reported in ``undelivered`` (``hpcguard replay`` exits 1).
+
+    With Slurm files among the inputs, the replay also publishes a job-progress marker
+    (:func:`~hpcguard.connectors.sacct.progress_envelope`) on ``raw.slurm`` whenever its record
+    time has moved on by ``JOB_PROGRESS_S``, and once at the end: the records go out in time
+    order, so every job event up to the previous record's time is out by then.  The job
+    stream's watermark follows them, so a decision's wait for the jobs at its sample time ends
+    as soon as the jobs are known, not when the next job event happens to come.
     """
     from kafka import KafkaProducer
 
@@ -375,10 +408,14 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
     errors: dict[str, int] = {}
     t_first = None
     telemetry = any(f_fmt not in (None, "sacct") for _, _, f_fmt in planned)  # else job events set the pace
+    markers = 0  # job-progress markers among the raw.slurm records
+    items = iter_recorded(paths, fmt, topics, ipmi, sacct, limit)
+    if any(f_fmt == "sacct" for _, _, f_fmt in planned):
+        items = with_job_progress(items, topics.name("raw.slurm"))
     wall0 = _time.monotonic()
     bar = _progress(progress)
     try:
-        for item in iter_recorded(paths, fmt, topics, ipmi, sacct, limit):
+        for item in items:
             if isinstance(item, Rejected):
                 errors[item.kind] = errors.get(item.kind, 0) + 1
                 send(dlq, item.source, item.dead_letter(_time.time()))
@@ -395,6 +432,7 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
                         _time.sleep(ahead)
             send(item.topic, item.key, item.value)
             published[item.topic] = published.get(item.topic, 0) + 1
+            markers += item.kind == "slurm" and item.value.get("event") == PROGRESS
             if bar is not None and sum(published.values()) % 2000 == 0:
                 bar[0].update(bar[1], completed=sum(published.values()))
         producer.flush()
@@ -407,7 +445,8 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
     for topic, n in undelivered.items():  # report what the broker refused, never count it as sent
         published[topic] -= n
     total = sum(published.values())
-    return {"published": published, "undelivered": undelivered, "last_delivery_error": "".join(last_error),
+    return {"published": published, "job_progress_markers": markers, "undelivered": undelivered,
+            "last_delivery_error": "".join(last_error),
             "errors": errors, "files": len(planned), "messages": total,
             "elapsed_s": round(elapsed, 3), "messages_per_s": round(total / elapsed, 1) if elapsed > 0 else None}
 

@@ -48,6 +48,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from hpcguard.connectors.errors import ParseError, Rejected
 from hpcguard.connectors.hostlist import expand_hostlist
+from hpcguard.models.jobs import PROGRESS
 
 FORMAT = "sacct-parsable2"
 JOB_ID_COLUMNS = ("JobID", "JobIDRaw")  # the first one present names the job
@@ -296,8 +297,18 @@ def job_events(record: Mapping) -> list[dict]:
     return out
 
 
+def progress_envelope(t: float, source: str = "") -> dict:
+    """A raw progress marker: every job event of ``source`` with time ≤ ``t`` was published before it.
+
+    >>> decode_slurm_envelope(progress_envelope(1700000000.0, "slurm/jobs.txt"))
+    {'event': 'progress', 'time': 1700000000.0}
+    """
+    return {"format": FORMAT, "event": PROGRESS, "time": float(t), "source": source}
+
+
 def decode_slurm_envelope(env: Mapping) -> dict:
-    """``JobEvent`` fields of one raw Slurm envelope; ParseError when malformed."""
+    """``JobEvent`` fields of one raw Slurm envelope (a ``JobProgress`` for a progress marker);
+    ParseError when malformed."""
     if not isinstance(env, Mapping):
         raise ParseError("bad_json", "a Slurm envelope must be a JSON object")
     src, _, line = str(env.get("source", "raw.slurm")).rpartition(":")
@@ -306,6 +317,10 @@ def decode_slurm_envelope(env: Mapping) -> dict:
     if env.get("format") != FORMAT:
         raise ParseError("unknown_format", f"format {env.get('format')!r} is not {FORMAT!r}", line_no, src)
     header, row_line, event, t = env.get("header"), env.get("line"), env.get("event"), env.get("time")
+    if event == PROGRESS:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+            raise ParseError("bad_time", f"progress time {t!r} is not a finite number", line_no, src)
+        return {"event": PROGRESS, "time": float(t)}
     if not isinstance(header, str) or not isinstance(row_line, str):
         raise ParseError("missing_field", "envelope needs header and line strings", line_no, src)
     if event not in EVENTS:

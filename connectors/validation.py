@@ -46,6 +46,7 @@ import numpy as np
 import orjson
 
 from hpcguard.connectors.hostlist import expand_hostlist
+from hpcguard.models.jobs import PROGRESS
 
 ACTION_KINDS = ("checkpoint", "migrate", "reschedule", "delay", "release", "drain", "resume")
 JOB_KINDS = frozenset({"checkpoint", "migrate", "reschedule", "delay", "release"})
@@ -515,6 +516,11 @@ _SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
         "time_limit_s": (_F_NONNEG, False), "submit_time": (_F_TIME, False), "start_time": (_F_TIME, False),
         "end_time": (_F_TIME, False), "exit_code": (_F_TEXT, False), "script": (_F_LONG_TEXT, False),
         "v": (_F_VERSION, False)},
+    # JobEvent and slurm envelope records whose event is PROGRESS are checked as these instead
+    "JobProgress": {"event": (lambda v, n, lim, now: _choice(v, n, (PROGRESS,)), True), "time": (_F_TIME, True),
+                    "v": (_F_VERSION, False)},
+    "slurm-progress": {"format": (_F_TEXT, True), "event": (lambda v, n, lim, now: _choice(v, n, (PROGRESS,)), True),
+                       "time": (_F_TIME, True), "source": (_F_TEXT, False)},
     "ProbeResult": {
         "probe_id": (lambda v, n, lim, now: _id(validate_action_id, v, n), True), "probe_type": (_F_TEXT, True),
         "start": (_F_TIME, True), "end": (_F_TIME, True), "runtime_s": (_F_NONNEG, True),
@@ -569,7 +575,12 @@ def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = N
         sample = _plain_sample(data, limits, now)
         if sample is not None:
             return sample
+    if data.get("event") == PROGRESS and kind in _PROGRESS_KINDS:
+        kind = _PROGRESS_KINDS[kind]
     return _check_schema(kind, data, limits, now)
+
+
+_PROGRESS_KINDS = {"JobEvent": "JobProgress", "slurm": "slurm-progress"}
 
 
 def _check_schema(kind: str, data: dict, limits: DoorLimits, now: float) -> dict:

@@ -78,6 +78,10 @@ class WorkerSettings:
     model_dir: str = ""  # failure-ensemble model directory; empty → baseline detector
     io_initial_bank_h: float = 24.0  # CanarIO: hours of labelled windows before the detector predicts (seed 004)
     io_retrain_minutes: float = 10.0  # CanarIO: retrain the detector every this much stream time (seed 004)
+    # CanarIO: the detector keeps the newest this many hours of labelled windows (0 = all).  Its state is one
+    # changelog record (~190 KB per day of 1-minute windows): kept whole it would pass Kafka's 1 MB message
+    # limit after about five days of service
+    io_max_bank_h: float = 72.0
     probe_baseline_runs: int = 100  # CanarIO: expected probe runtime = median of the first N runs (seed 004)
     job_classifier: str = ""  # CanarIO: pre-trained PRIONN job classifier file; empty → learn online from scratch
     idle_s: float = 60.0  # a source (or IO node) silent this many wall seconds stops holding the watermark back

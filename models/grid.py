@@ -147,13 +147,17 @@ class NodeGrid:
         """Close the steps freed by sources that went idle by processing time ``now``."""
         return self._close_due(now, hold)
 
+    def live_sources(self, now: float | None = None, hold: Collection[str] = ()) -> list[str]:
+        """The sources that still hold the watermark back: not idle by processing time ``now``."""
+        # an expected source's idle clock starts with the node's first processing time
+        return [s for s in self._clock
+                if now is None or s in hold or now - self._seen.setdefault(s, now) < self.idle_s]
+
     def watermark(self, now: float | None = None, hold: Collection[str] = ()) -> float:
         """Slowest live source's clock minus the lateness (``-inf`` before any sample)."""
         if not self._clock:
             return -math.inf
-        # an expected source's idle clock starts with the node's first processing time
-        live = [t for s, t in self._clock.items()
-                if now is None or s in hold or now - self._seen.setdefault(s, now) < self.idle_s]
+        live = [self._clock[s] for s in self.live_sources(now, hold)]
         return (min(live) if live else max(self._clock.values())) - self.lateness_s
 
     def _close_due(self, now: float | None, hold: Collection[str] = ()) -> list[float]:

@@ -28,6 +28,9 @@ Example
 (['n1', 'n2'], 100.0)
 >>> JobTimeline.from_state(tl.to_state()).job_at("n2", 250.0) is None
 True
+>>> tl.add({"event": "progress", "time": 300.0})   # the source: every job event up to 300 is out
+>>> tl.watermark, tl.final_at(299.0)
+(300.0, True)
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ from typing import Any, Iterable, Mapping
 
 #: events that end a run of the job (a requeued job may start again later)
 END_EVENTS = frozenset({"end", "requeue", "fail", "cancel"})
+#: a job source's progress marker (no job): every job event up to its time was published before it
+PROGRESS = "progress"
 #: job fields a decision may read (the rest of an event is not kept)
 INFO_FIELDS = ("num_nodes", "user", "partition", "name", "time_limit_s", "submit_time", "script")
 
@@ -59,10 +64,15 @@ class JobTimeline:
 
     # -- ingest ---------------------------------------------------------------------
     def add(self, event: Mapping[str, Any]) -> None:
-        """Add one job event (``submit``, ``start``, ``end``, ``requeue``, ``fail``...)."""
-        job_id, kind, t = str(event["job_id"]), str(event["event"]), float(event["time"])
+        """Add one job event (``submit``, ``start``, ``end``, ``requeue``, ``fail``...); a
+        ``progress`` marker only moves the watermark."""
+        kind, t = str(event["event"]), float(event["time"])
         if not math.isfinite(t):
-            raise ValueError(f"job {job_id}: event time {t!r} is not finite")
+            raise ValueError(f"job {event.get('job_id')}: event time {t!r} is not finite")
+        if kind == PROGRESS:
+            self.watermark = max(self.watermark, t)
+            return
+        job_id = str(event["job_id"])
         job = self._jobs.setdefault(job_id, {"starts": [], "ends": [], "nodes": {}, "info": {}, "submit": None})
         info = job["info"]
         for k in INFO_FIELDS:

@@ -46,8 +46,10 @@ def canario_state(settings):
         from hpcguard.connectors.canario_io import load_job_classifier
 
         classifier = load_job_classifier(w.job_classifier)
+    max_bank = int(3600.0 * w.io_max_bank_h / w.io_window_s) if w.io_max_bank_h > 0 else None
     return CanarioState(detector=IoDegradationDetector(initial_bank_s=3600.0 * w.io_initial_bank_h,
-                                                       retrain_every_s=60.0 * w.io_retrain_minutes),
+                                                       retrain_every_s=60.0 * w.io_retrain_minutes,
+                                                       max_bank=max_bank),
                         classifier=classifier, tracker=ProbeTracker(n_baseline=w.probe_baseline_runs))
 
 
@@ -231,11 +233,15 @@ def register(app: faust.App) -> None:
     @app.timer(1.0, name="idle-io-nodes")
     async def idle_io_nodes() -> None:
         if not fs.loaded:
+            metrics.LIVE_SOURCES.labels("io-seconds").set(0)
             return  # nothing of this file system here (yet)
-        closed = fs.windows.advance(clock(), backlog())
+        now, hold = clock(), backlog()
+        closed = fs.windows.advance(now, hold)
         if closed:
             await on_windows(closed)
             fs.save(True)
+        # after the verdicts: 0 here means every window the nodes' clocks allow is judged
+        metrics.LIVE_SOURCES.labels("io-seconds").set(len(fs.windows.live_nodes(now, hold)))
 
     @app.agent(hpc.topics.probes, name="probes")
     async def probes(stream: faust.StreamT) -> None:

@@ -17,6 +17,7 @@ import time
 import faust
 
 from hpcguard.connectors.validation import ValidationError, validate_node
+from hpcguard.models.jobs import PROGRESS
 from hpcguard.streams import metrics
 from hpcguard.streams.app import out
 
@@ -86,6 +87,8 @@ def register(app: faust.App) -> None:
                     if event is None:
                         continue
                     view.add_job(event, ev.message.partition)
+                    if event["event"] == PROGRESS:
+                        continue  # it only moves the job stream's watermark
                     job_id = event["job_id"]
                     for node in event.get("nodes") or []:
                         door.publish(node_jobs, node, event)

@@ -65,10 +65,14 @@ def register(app: faust.App) -> None:
                           outbox=hpc.pipeline.outbox if testing else [])
     hpc.normalize_ldms = lambda records: normalize_ldms_rows(records, batch_door, ldms, route)
     if not testing:
+        group = f"{hpc.settings.worker.app_id}-ldms"
+        # not ready from the start: the batch consumer joins its group (seconds) after the app started, and a
+        # replay that began before it would meet a start-up backlog of LDMS rows
+        metrics.CONSUMER_READY.labels(group).set(0)
+
         @app.task
         async def normalize_ldms() -> None:
-            await consume_batches(app, list(route), f"{hpc.settings.worker.app_id}-ldms", hpc.normalize_ldms,
-                                  batch_door, max_records=LDMS_BATCH)
+            await consume_batches(app, list(route), group, hpc.normalize_ldms, batch_door, max_records=LDMS_BATCH)
 
     def ipmi_records(raw: bytes, ingested: float | None) -> list[tuple[str, dict]]:
         if raw[:1] == b"{":
@@ -84,7 +88,7 @@ def register(app: faust.App) -> None:
 
     def slurm_records(raw: bytes, ingested: float | None) -> list[tuple[str, dict]]:
         event = decode_slurm_envelope(door.check("slurm", door.loads(raw)))
-        return [(event["job_id"], {**event, "v": 1})]
+        return [(event.get("job_id", ""), {**event, "v": 1})]  # a progress marker has no job
 
     def envelope_agent(source: str, target_attr: str, parse: Callable) -> None:
         target = out(app, target_attr)

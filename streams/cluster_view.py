@@ -8,7 +8,8 @@ consumer (no group) and applies them here; its own agents apply their writes at 
 (every update is idempotent: job runs are sets, first times take the minimum, episodes the
 latest).  The job stream's **watermark** is the slowest partition's newest event time among
 the partitions this reader has not yet read to the end, minus ``worker.jobs_lateness_s``;
-when all are read to the end it is the newest event time seen.
+when all are read to the end it is the newest event time seen.  A source's ``progress``
+marker counts as an event time (every job event up to it is out) and adds no job.
 
 Example
 -------

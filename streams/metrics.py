@@ -10,6 +10,9 @@ REGISTRY = CollectorRegistry()
 
 RECORDS_IN = Counter("hpcguard_records_in_total", "Records consumed, per topic", ["topic"], registry=REGISTRY)
 RECORDS_OUT = Counter("hpcguard_records_out_total", "Records published, per topic", ["topic"], registry=REGISTRY)
+SAMPLES_OUT = Counter("hpcguard_samples_out_total", "Canonical samples published, per topic (each sample of a "
+                      "NodeSamples batch counts: unlike records, the count does not depend on how inputs were batched)",
+                      ["topic"], registry=REGISTRY)
 DEAD_LETTERS = Counter("hpcguard_dead_letters_total", "Rejected inputs, per source and error kind",
                        ["source", "error_kind"], registry=REGISTRY)
 CONSUMER_LAG = Gauge("hpcguard_consumer_lag", "Consumer lag in records, per topic and partition",
@@ -25,6 +28,9 @@ INFERENCE_SECONDS = Histogram("hpcguard_inference_seconds", "Model inference tim
                               buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
 WINDOW_STATE = Gauge("hpcguard_window_state_size", "Per-key window state held, per table", ["table"],
                      registry=REGISTRY)
+LIVE_SOURCES = Gauge("hpcguard_live_sources", "Sources (node grids) or nodes (io-seconds) still holding a watermark "
+                     "back, per table: 0 once every one went idle, when the windows a bounded replay can close are closed",
+                     ["table"], registry=REGISTRY)
 SENSOR_COVERAGE = Gauge("hpcguard_sensor_coverage", "Share of closed node grid steps with a value, per canonical "
                         "sensor", ["sensor"], registry=REGISTRY)
 MAPPING_MISMATCH = Gauge("hpcguard_sensor_map_mismatch", "1 when the worker's sensor mapping digest differs from "

@@ -102,7 +102,7 @@ class Plumbing:
         self.limits = limits
         self.inventory = inventory
         self.outbox = outbox
-        self._records_out: dict[str, Any] = {}  # topic → its counter (labels() costs a lookup per record)
+        self._records_out: dict[str, Any] = {}  # topic → its counters (labels() costs a lookup per record)
 
     # -- outlet ---------------------------------------------------------------------
     def publish(self, topic: Any, key: str | None, value: dict) -> None:
@@ -112,10 +112,14 @@ class Plumbing:
             self.outbox.append((name, key, value))
         else:
             topic.send_soon(key=None if key is None else key.encode(), value=encode(value))
-        counter = self._records_out.get(name)
-        if counter is None:
-            counter = self._records_out[name] = metrics.RECORDS_OUT.labels(name)
-        counter.inc()
+        counters = self._records_out.get(name)
+        if counters is None:
+            counters = self._records_out[name] = (metrics.RECORDS_OUT.labels(name), metrics.SAMPLES_OUT.labels(name))
+        counters[0].inc()
+        if "samples" in value:  # a NodeSamples batch
+            counters[1].inc(len(value["samples"]))
+        elif "values" in value and "node" in value:  # one NodeSample
+            counters[1].inc()
 
     def dead_letter(self, source: str, error_kind: str, reason: str, payload: Any, offset: int | None = None,
                     line: int | None = None) -> None:

@@ -230,6 +230,30 @@ def test_no_io_node_is_idle_while_the_input_has_a_backlog():
     w = SystemIoWindows(lateness_s=0, idle_s=60.0)
     w.add_many(["n1"] * 10 + ["n2"] * t.size, np.r_[t[:10], t], np.ones(10 + t.size), np.ones(10 + t.size), now=0.0)
     assert w.advance(now=100.0, hold=True) == []  # n1's samples may be unread: it holds the windows back
+    assert w.live_nodes(now=100.0, hold=True) == ["n1", "n2"] and w.live_nodes(now=100.0) == []
     closed, late = w.add_many(["n1"], [10.0], [1.0], [1.0], now=100.0, hold=True)
     assert late == [] and closed == []
     assert [end for end, _ in w.advance(now=161.0)] == [60.0, 120.0]  # the backlog is read: n1 is quiet
+
+
+def test_the_worker_detector_keeps_a_bank_that_fits_one_kafka_record():
+    """The CanarIO state is one changelog record: the bank is capped (worker.io_max_bank_h) below Kafka's 1 MB."""
+    from hpcguard.settings import Settings
+    from hpcguard.streams.agents_io import canario_state
+
+    settings = Settings().with_overrides(worker=dict(io_max_bank_h=2.0, io_initial_bank_h=0.5))
+    det = canario_state(settings).detector
+    assert det.max_bank == 120  # 2 h of 1-minute windows
+    rng = np.random.default_rng(0)
+    sizes = {}
+    for i in range(300):
+        end = 60.0 * (i + 1)
+        det.observe_window(rng.lognormal(18, 0.3, len(IO_FEATURE_NAMES)), end)
+        det.add_label(end, float(rng.choice([1.0, 1.2])))
+        if det.bank_size in (50, 100):
+            sizes[det.bank_size] = len(json.dumps(det.to_state()))
+    assert 120 <= det.bank_size <= 120 + 10  # trimmed at each 10-minute retraining
+    per_window = (sizes[100] - sizes[50]) / 50
+    default = canario_state(Settings()).detector.max_bank
+    assert default == 72 * 60 and sizes[100] + per_window * (default + 10 - 100) < 1_000_000
+    assert canario_state(Settings().with_overrides(worker=dict(io_max_bank_h=0))).detector.max_bank is None

@@ -47,7 +47,7 @@ def test_demo_json_with_influx_and_metrics(tmp_path, influxdb):
     failures = (workdir / "telemetry" / "failures.csv").read_text().splitlines()[1:]
     assert summary["broker"].startswith("embedded tansu 127.0.0.1:")
     assert summary["nodes"] == 8 and summary["model"] == "baseline-threshold"
-    out = summary["records_out"]
+    out = summary["published"]
     assert out["samples.ipmi"] > 0 and out["samples.os"] > 0 and out["samples.io"] > 0 and out["jobs"] > 0
     assert summary["dead_letters"]["total"] == 0
     f = summary["failures"]
@@ -83,6 +83,7 @@ def test_demo_is_deterministic_across_workers_and_speed(tmp_path):
     # every decision: failure prediction's and CanarIO's (one owner of the file system's IO state)
     assert one["actions"] == two["actions"] and one["action_ids"] == two["action_ids"]
     assert one["io_windows"] == two["io_windows"]
+    assert one["published"] == two["published"] and one["predictions"] == two["predictions"]
     assert one["dead_letters"] == two["dead_letters"]  # no IO sample of the second worker's nodes judged late
     for s in (one, two):
         assert s["offline"]["warned"] == s["failures"]["warned"]          # = the offline scan's count

@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 MODULES = ["hpcguard.models.jobs", "hpcguard.models.grid", "hpcguard.models.canario.online",
-           "hpcguard.streams.plumbing", "hpcguard.streams.cluster_view"]
+           "hpcguard.streams.plumbing", "hpcguard.streams.cluster_view", "hpcguard.connectors.replay"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -59,3 +59,33 @@ def test_bad_event_time_is_refused():
 
     with pytest.raises(ValueError, match="not finite"):
         JobTimeline().add({"job_id": "1", "event": "start", "time": float("nan"), "nodes": ["n1"]})
+
+
+def test_a_progress_marker_moves_the_watermark_through_the_door_and_adds_no_job():
+    """A replay's raw progress envelope → normalize's JobProgress → the timeline's watermark (and nothing else)."""
+    import pytest
+
+    from hpcguard.connectors.replay import RawMessage, with_job_progress
+    from hpcguard.connectors.sacct import decode_slurm_envelope, progress_envelope
+    from hpcguard.connectors.validation import DoorLimits, ValidationError, check_record
+
+    now = 1_700_000_100.0
+    raw = check_record("slurm", json.loads(json.dumps(progress_envelope(1_700_000_000.0, "replay"))), DoorLimits(), now)
+    event = check_record("JobEvent", {**decode_slurm_envelope(raw), "v": 1}, DoorLimits(), now)
+    tl = JobTimeline()
+    tl.add({"job_id": "7", "event": "start", "time": 1_699_999_000.0, "nodes": ["n1"]})
+    tl.add(event)
+    assert tl.watermark == 1_700_000_000.0 and tl.to_state()["jobs"].keys() == {"7"}
+    for bad in ({**event, "job_id": "8"}, {**event, "nodes": ["n1"]}, {**event, "time": "soon"}):
+        with pytest.raises(ValidationError):
+            check_record("JobEvent", bad, DoorLimits(), now)
+    # the replay's markers: time order, and each after every record up to its time
+    rng = random.Random(1)
+    times = sorted(round(rng.uniform(0, 300)) for _ in range(200))  # whole seconds: ties too
+    msgs = [RawMessage("raw.slurm" if i % 3 == 0 else "raw.ipmi", str(i), {}, t, "f", "slurm" if i % 3 == 0 else "ipmi")
+            for i, t in enumerate(times)]
+    out = list(with_job_progress(msgs, "raw.slurm", every_s=15.0))
+    marks = [(i, m.time) for i, m in enumerate(out) if m.key == ""]
+    assert [t for _, t in marks] == sorted(t for _, t in marks) and marks[-1] == (len(out) - 1, msgs[-1].time)
+    assert all(m.time <= t for i, t in marks for m in out[:i]) and all(m.time > t for i, t in marks[:-1] for m in out[i + 1:])
+    assert 15 <= len(marks) <= 21 and [m for m in out if m.key != ""] == msgs

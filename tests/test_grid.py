@@ -65,7 +65,10 @@ def test_a_source_idle_by_processing_time_stops_holding_the_node():
     g.add(1, {"cpu_temp": 40.0}, last_value=True, source="ipmi", now=0.0)
     assert g.add(300, {"cpu_temp": 42.0}, last_value=True, source="ipmi", now=30.0) == []
     assert g.advance(now=59.0) == []  # the LDMS sampler has been quiet 59 wall seconds: still live
+    assert sorted(g.live_sources(now=59.0)) == ["ipmi", "ldms:loadavg"]
     assert g.advance(now=61.0) == [0.0]  # idle now
+    assert g.live_sources(now=61.0) == ["ipmi"] and g.live_sources(now=91.0) == []
+    assert g.live_sources(now=91.0, hold={"ipmi"}) == ["ipmi"]
     with pytest.raises(LateSample):
         g.add(3, {"load_1min": 9.0}, last_value=False, source="ldms:loadavg", now=62.0)
 

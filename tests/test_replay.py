@@ -100,20 +100,24 @@ def test_replay_through_the_broker(tmp_path, kafka_settings):
     topics = TopicSettings(prefix=f"rp{int(time.time() * 1000) % 10**9}")
     report = replay([recording(tmp_path)], kafka_settings, topics, speed=None, progress=False)
     dlq = topics.name("dlq")
-    assert report["published"] == {"ldms.loadavg": 10, "ldms.procnetdev": 5, topics.name("raw.ipmi"): 3,
-                                   topics.name("raw.slurm"): 5, dlq: 2}
+    markers = report["job_progress_markers"]  # the job source's progress, among the raw.slurm records
+    assert markers >= 2 and report["published"] == {"ldms.loadavg": 10, "ldms.procnetdev": 5,
+                                                    topics.name("raw.ipmi"): 3, topics.name("raw.slurm"): 5 + markers,
+                                                    dlq: 2}
     assert report["errors"] == {"bad_number": 1, "unknown_format": 1}
     consumer = KafkaConsumer(topics.name("raw.slurm"), dlq, **kafka_python_config(kafka_settings),
                              auto_offset_reset="earliest", consumer_timeout_ms=5000, enable_auto_commit=False)
     got = {}
     deadline = time.time() + 30
-    while sum(len(v) for v in got.values()) < 7 and time.time() < deadline:
+    while sum(len(v) for v in got.values()) < 7 + markers and time.time() < deadline:
         for batch in consumer.poll(timeout_ms=500).values():
             for m in batch:
                 got.setdefault(m.topic, []).append((m.key.decode(), json.loads(m.value)))
     consumer.close()
-    assert [(k, v["event"]) for k, v in got[topics.name("raw.slurm")]] == [
+    assert [(k, v["event"]) for k, v in got[topics.name("raw.slurm")] if v["event"] != "progress"] == [
         ("7", "submit"), ("8", "submit"), ("8", "start"), ("7", "start"), ("7", "end")]
+    progress = [v["time"] for k, v in got[topics.name("raw.slurm")] if v["event"] == "progress" and k == ""]
+    assert len(progress) == markers and progress == sorted(progress)  # one partition (key ""), in time order
     letters = sorted((v["error_kind"], v["source"], v["line"]) for _, v in got[dlq])
     assert letters == [("bad_number", "ldms/procnetdev.csv", 6), ("unknown_format", "notes.txt", None)]
     assert all(v["v"] == 1 and "reason" in v for _, v in got[dlq])

@@ -396,9 +396,10 @@ def replay_detector(x: np.ndarray, window_end: np.ndarray, ratio: np.ndarray, la
                     seed: int = 0) -> tuple[np.ndarray, dict[float, np.ndarray]]:
     """Vectorised replay of :class:`IoDegradationDetector` over a recorded window stream.
 
-    Identical semantics: at each retrain the bank holds the windows observed so far
-    whose label time is not after the triggering window's end; every window from the
-    first retrain on is predicted by the latest model.
+    Identical semantics with an unbounded bank (``max_bank=None``, the research setting of
+    seed 004): at each retrain the bank holds the windows observed so far whose label time
+    is not after the triggering window's end; every window from the first retrain on is
+    predicted by the latest model.
 
     Returns
     -------

@@ -112,10 +112,14 @@ class SystemIoWindows:
         """Close the windows freed by nodes that went idle by processing time ``now`` (none while ``hold``)."""
         return [] if hold else self._close(now)
 
+    def live_nodes(self, now: float | None = None, hold: bool = False) -> list[str]:
+        """The nodes that still hold the IO watermark back: not idle by processing time ``now`` (all while ``hold``)."""
+        return [n for n in self._clock if now is None or hold or now - self._seen.setdefault(n, now) < self.idle_s]
+
     def watermark(self, now: float | None = None) -> float:
         if not self._clock:
             return -math.inf
-        live = [t for n, t in self._clock.items() if now is None or now - self._seen.setdefault(n, now) < self.idle_s]
+        live = [self._clock[n] for n in self.live_nodes(now)]
         return (min(live) if live else max(self._clock.values())) - self.lateness_s
 
     def _close(self, now: float | None) -> list[tuple[float, dict]]:
