@@ -54,7 +54,7 @@ def replay_command(
 
     sacct dumps are read with the sacct section of --config (delimiter, time zone, --noheader columns); LDMS files with as_is schema names (meminfo_8d2b8bd) go to their base schema's topic unless topics.ldms_schemas lists the digest name.
 
-    LDMS rows go to ldms.<schema> as store_avro_kafka JSON rows, IPMI polls to <prefix>.raw.ipmi and Slurm job events to <prefix>.raw.slurm, merged in record-time order; unparsable records go to <prefix>.dlq.
+    LDMS rows go to ldms.<schema> as store_avro_kafka JSON rows, IPMI polls to <prefix>.raw.ipmi and Slurm job events to <prefix>.raw.slurm, merged in record-time order; unparsable records go to <prefix>.dlq. With sacct inputs, a job-progress marker goes to <prefix>.raw.slurm every 15 s of record time and at the end (every job event up to its time is out), so the workers' wait for the jobs at a sample's time ends as soon as they are known.
 
     Example: hpcguard replay /data/recording --bootstrap 127.0.0.1:9092 --speed 60
     """

@@ -77,6 +77,15 @@ class JobEvent(_Versioned):
     v: int = SCHEMA_VERSION
 
 
+class JobProgress(_Versioned):
+    """A job source's progress marker on the job topic: every job event up to ``time`` was published
+    before it.  It moves the job stream's watermark (``models.jobs.JobTimeline``) and names no job."""
+
+    event: str  # always "progress" (models.jobs.PROGRESS)
+    time: float
+    v: int = SCHEMA_VERSION
+
+
 class ProbeResult(_Versioned):
     """A completed canary probe run (CanarIO)."""
 
