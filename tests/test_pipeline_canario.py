@@ -38,7 +38,7 @@ def test_pfs_episode_is_detected_online(kafka_settings, tmp_path):
     # the wait for probe labels is bounded by job_wait_s since the probe stream last moved: on a loaded CI
     # machine the probe hop (probes → internal.probes) can stand still longer than the 10 s default
     env = {"HPCGUARD_WORKER__IO_INITIAL_BANK_H": "5", "HPCGUARD_WORKER__PROBE_BASELINE_RUNS": "5",
-           "HPCGUARD_WORKER__JOB_WAIT_S": "60"}
+           "HPCGUARD_WORKER__JOB_WAIT_S": "30"}
     with WorkerProcess(kafka_settings, tmp_path, roles=["io"], env=env) as w:
         # probes complete before the windows they label are judged, as in a live system with lag
         merged = sorted([(w.topics.samples_io, kv, kv[1]["time"]) for kv in samples]
