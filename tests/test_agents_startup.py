@@ -2,6 +2,9 @@
 from types import SimpleNamespace
 
 from hpcguard.connectors.mapping import SensorMapping
+from hpcguard.settings import Settings
+from hpcguard.streams.app import Pipeline, create_app
+from hpcguard.streams.topics import TopicNames
 from hpcguard.streams import metrics
 from hpcguard.streams.worker import check_mapping
 
@@ -25,10 +28,6 @@ def test_a_model_trained_with_another_mapping_is_flagged_in_metrics(caplog):
 def test_the_ldms_batch_consumer_is_not_ready_until_it_reads(tmp_path):
     """Its gauge exists (0) from app creation: a replay waiting for ready workers waits for it too, instead of
     starting while it still joins its group (the LDMS rows of the first seconds then waited ~5 s)."""
-    from hpcguard.settings import Settings
-    from hpcguard.streams.app import Pipeline, create_app
-    from hpcguard.streams.topics import TopicNames
-
     s = Settings().with_overrides(worker=dict(app_id="startup-check", data_dir=str(tmp_path)))
     create_app(Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), roles=frozenset({"normalize"})))
     assert metrics.REGISTRY.get_sample_value("hpcguard_consumer_ready", {"consumer": "startup-check-ldms"}) == 0.0

@@ -11,6 +11,8 @@ from hpcguard.models.canario.detector import (IO_FEATURE_NAMES, IoDegradationDet
 from hpcguard.models.canario.probes import ProbeTracker
 from hpcguard.simulators.pfs import simulate_pfs
 from hpcguard.models.canario.online import CanarioState, SystemIoWindows
+from hpcguard.settings import Settings
+from hpcguard.streams.agents_io import canario_state
 
 
 def test_system_windows_sum_nodes_and_match_batch_features():
@@ -238,9 +240,6 @@ def test_no_io_node_is_idle_while_the_input_has_a_backlog():
 
 def test_the_worker_detector_keeps_a_bank_that_fits_one_kafka_record():
     """The CanarIO state is one changelog record: the bank is capped (worker.io_max_bank_h) below Kafka's 1 MB."""
-    from hpcguard.settings import Settings
-    from hpcguard.streams.agents_io import canario_state
-
     settings = Settings().with_overrides(worker=dict(io_max_bank_h=2.0, io_initial_bank_h=0.5))
     det = canario_state(settings).detector
     assert det.max_bank == 120  # 2 h of 1-minute windows

@@ -2,6 +2,11 @@
 import json
 import random
 
+import pytest
+
+from hpcguard.connectors.replay import RawMessage, with_job_progress
+from hpcguard.connectors.sacct import decode_slurm_envelope, progress_envelope
+from hpcguard.connectors.validation import DoorLimits, ValidationError, check_record
 from hpcguard.models.jobs import JobTimeline
 
 EVENTS = [
@@ -63,12 +68,6 @@ def test_bad_event_time_is_refused():
 
 def test_a_progress_marker_moves_the_watermark_through_the_door_and_adds_no_job():
     """A replay's raw progress envelope → normalize's JobProgress → the timeline's watermark (and nothing else)."""
-    import pytest
-
-    from hpcguard.connectors.replay import RawMessage, with_job_progress
-    from hpcguard.connectors.sacct import decode_slurm_envelope, progress_envelope
-    from hpcguard.connectors.validation import DoorLimits, ValidationError, check_record
-
     now = 1_700_000_100.0
     raw = check_record("slurm", json.loads(json.dumps(progress_envelope(1_700_000_000.0, "replay"))), DoorLimits(), now)
     event = check_record("JobEvent", {**decode_slurm_envelope(raw), "v": 1}, DoorLimits(), now)
