@@ -10,9 +10,13 @@ A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings `
 - or a partition's committed offset has not moved while its stream read past it (an
   acknowledgement that never comes, e.g. Faust's gap handling after a redelivery: offsets
   would stay uncommitted for good);
-- or the broker has not answered an end-offset query.
+- or the broker has not answered an end-offset query;
+- or, for ``2 × stall_after_s``, the *group* has not committed a partition of the topics the
+  streams read while records follow its committed offset, whichever member owns it, or none
+  (:meth:`ProgressWatch.observe_group`, probed by :meth:`BrokerCommits.backlog`).
 
-On a stall the worker logs it (CRITICAL, with the partitions and the reason), sets
+On a stall the worker logs it (CRITICAL, with the partitions and the reason; then where each
+pending asyncio task waits, :func:`task_stacks`), sets
 ``hpcguard_consumer_stalled`` to 1 and counts ``hpcguard_consumer_stalls_total{reason}`` in
 ``/metrics``, then (``on_stall = "exit"``) stops and exits with status 75 (``EX_TEMPFAIL``) so
 its supervisor (systemd ``Restart=on-failure``, Kubernetes, compose ``restart:``) starts it
@@ -76,6 +80,7 @@ class ProgressWatch:
         self.last_moved: float | None = None  # last time a read position moved
         self.broker_silent_since: float | None = None
         self.commits: dict[Hashable, tuple[int | None, float]] = {}  # committed offset, since when
+        self.group: dict[Hashable, tuple[int | None, float]] = {}  # the group's committed offset, since when
         self.cause = "" # progress | commit | broker: what the last stall verdict was about
 
     def commit_failed(self) -> None:
@@ -157,6 +162,46 @@ class ProgressWatch:
             self.commits.pop(tp, None)
         return None
 
+    def observe_group(self, now: float, backlog: Mapping[Hashable, tuple[int | None, int]],
+                      assigned: set | frozenset = frozenset()) -> str | None:
+        """The stall reason when the *group* has not committed a partition for ``2 × stall_after_s``
+        while records follow its committed offset, whichever member owns it, or none.
+
+        ``backlog``: every partition of the topics the worker's streams read →
+        (the group's committed offset, records after it, by the partition's true end).  Why
+        beyond the worker's own partitions: a partition that a rebalance assigned to no live
+        member is read by nobody, and no member's own check sees it.  Why twice the stall time:
+        a partition another live worker owns is that worker's to report first.
+
+        >>> w = ProgressWatch(stall_after_s=60, max_commit_errors=50)
+        >>> w.observe_group(0, {"p0": (75, 3)}) is None
+        True
+        >>> w.observe_group(100, {"p0": (75, 3)}) is None   # within 2 × 60 s
+        True
+        >>> w.observe_group(121, {"p0": (75, 3)})
+        'the group has not committed p0 past 75 for 121 s though 3 records follow (a partition of no member here)'
+        >>> w.observe_group(122, {"p0": (78, 0)}) is None   # committed to the end
+        True
+        """
+        verdict = None
+        for tp, (done, waiting) in backlog.items():
+            last = self.group.get(tp)
+            if last is None or last[0] != done or waiting <= 0:
+                self.group[tp] = (done, now)
+                continue
+            if verdict is None and now - last[1] >= 2 * self.stall_after_s:
+                self.cause = "group"
+                owner = "assigned to this worker" if tp in assigned else "a partition of no member here"
+                verdict = (f"the group has not committed {tp} past {done} for {now - last[1]:.0f} s though "
+                           f"{waiting} records follow ({owner})")
+        for tp in set(self.group) - set(backlog):
+            self.group.pop(tp, None)
+        return verdict
+
+    def forget_group(self) -> None:
+        """Start the group's clocks anew (a table recovery pauses every input on purpose)."""
+        self.group.clear()
+
     def _commit_verdict(self, now: float) -> str | None:
         if self.last_moved is None:
             self.last_progress = self.last_moved = now
@@ -231,6 +276,13 @@ def _watched(app: Any) -> list:
                   key=lambda tp: (tp.topic, tp.partition))
 
 
+def _read_topics(app: Any) -> list[str]:
+    """The topics the worker's streams read and commit (faust's conductor), without the tables' changelogs."""
+    changelogs, conductor = app.tables.changelog_topics, app.topics
+    return sorted(t for t in conductor._topic_name_index  # no public accessor for the subscribed names
+                  if t not in changelogs and conductor.acks_enabled_for(t))
+
+
 def _positions(app: Any, tps: list) -> dict:
     """Next offset each partition's stream will read (faust's read offset + 1, else the committed one).
 
@@ -274,6 +326,34 @@ def backlogged(app: Any, topics: tuple[str, ...] | set[str], unknown_end: bool =
         return set()
 
 
+def task_stacks(limit: int = 5) -> str:
+    """Where each pending asyncio task waits: its await chain, innermost ``limit`` frames.
+
+    Logged with a stall: an agent blocked on an await shows the line it waits on.
+    (``Task.get_stack`` gives one frame of a suspended coroutine; the chain is walked here.)
+
+    >>> async def nap(): await asyncio.sleep(5)
+    >>> async def main():
+    ...     t = asyncio.create_task(nap(), name="napper"); await asyncio.sleep(0)
+    ...     line = next(ln for ln in task_stacks().splitlines() if "napper" in ln); t.cancel()
+    ...     print(line.split(": ", 1)[1].split(" <- ")[0].split(" ")[1], "<-", line.rsplit(" ", 1)[1])
+    >>> asyncio.run(main())
+    sleep <- nap
+    """
+    lines = []
+    for task in sorted(asyncio.all_tasks(), key=lambda t: t.get_name()):
+        chain, obj = [], task.get_coro()
+        while obj is not None and len(chain) < 50:
+            frame = getattr(obj, "cr_frame", None) or getattr(obj, "gi_frame", None) or getattr(obj, "ag_frame", None)
+            if frame is None:
+                break
+            chain.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} {frame.f_code.co_name}")
+            obj = getattr(obj, "cr_await", None) or getattr(obj, "gi_yieldfrom", None) or getattr(obj, "ag_await", None)
+        if chain:
+            lines.append(f"  {task.get_name()}: " + " <- ".join(reversed(chain[-limit:])))
+    return "\n".join(lines)
+
+
 def _stop_and_exit(app: Any, grace_s: float) -> None:
     """Exit 75 after trying a clean stop; a daemon timer makes sure even a hung stop ends."""
     timer = threading.Timer(grace_s, os._exit, (EX_TEMPFAIL,))
@@ -298,7 +378,7 @@ class BrokerCommits:
     commit failed (a ``CommitFailedError`` "already rebalanced" is swallowed), so a worker
     whose commits all fail believes it is up to date while every restart would redeliver
     from far behind.  One OffsetFetch per partition and check, on a consumer that never
-    joins the group.
+    joins the group (it is assigned partitions by hand for :meth:`backlog`'s fetches).
     """
 
     def __init__(self, kafka: Any, group_id: str):
@@ -307,18 +387,57 @@ class BrokerCommits:
 
     def read(self, tps: list) -> dict:
         """``{tp: committed offset or None}``; raises on broker errors (the caller falls back)."""
-        from kafka import KafkaConsumer, TopicPartition
+        from kafka import TopicPartition
+
+        consumer = self._ensure()
+        try:
+            return {tp: consumer.committed(TopicPartition(tp.topic, tp.partition)) for tp in tps}
+        except Exception:
+            self.close()  # a broken connection: a fresh consumer next time
+            raise
+
+    def backlog(self, topics: list[str], wait_s: float = 2.0) -> dict:
+        """``{(topic, partition): (committed offset or None, records after it)}`` for every partition
+        of ``topics``; raises on broker errors.
+
+        The records after the committed offset come from a fetch at that offset (its response
+        carries the true high watermark; tansu lists end offsets short of the last record batch).
+        """
+        from kafka import TopicPartition
+
+        consumer = self._ensure()
+        try:
+            consumer.topics()  # why: fresh metadata, so new topics and partitions are seen
+            tps = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+            committed = {tp: consumer.committed(tp) for tp in tps}
+            consumer.assign(tps)
+            for tp in tps:
+                if committed[tp] is None:
+                    consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, committed[tp])
+            starts = {tp: consumer.position(tp) for tp in tps}
+            deadline = time.monotonic() + wait_s
+            highs: dict = {}
+            while len(highs) < len(tps) and time.monotonic() < deadline:
+                consumer.poll(timeout_ms=200, max_records=1)
+                highs = {tp: h for tp in tps if (h := consumer.highwater(tp)) is not None}
+            return {(tp.topic, tp.partition): (committed[tp], max(0, highs[tp] - starts[tp])) for tp in highs}
+        except Exception:
+            self.close()
+            raise
+
+    def _ensure(self) -> Any:
+        from kafka import KafkaConsumer
 
         from hpcguard.connectors.kafka import kafka_python_config
 
         if self._consumer is None:
+            # small fetches: a backlog probe needs one record batch's high watermark, not the records
             self._consumer = KafkaConsumer(**kafka_python_config(self.kafka), group_id=self.group_id,
-                                           enable_auto_commit=False)
-        try:
-            return {tp: self._consumer.committed(TopicPartition(tp.topic, tp.partition)) for tp in tps}
-        except Exception:
-            self.close()  # a broken connection: a fresh consumer next time
-            raise
+                                           enable_auto_commit=False, max_partition_fetch_bytes=1024,
+                                           fetch_max_bytes=64 * 1024)
+        return self._consumer
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
@@ -341,27 +460,55 @@ def install(app: Any, settings: Any) -> ProgressWatch:
     hpc_settings = getattr(getattr(app, "hpc", None), "settings", None)
     broker_commits = BrokerCommits(hpc_settings.kafka, app.conf.id) if hpc_settings is not None else None
 
-    querying: list = []  # non-empty while a committed-offset query runs in the executor
+    querying: list = []  # non-empty while a broker query runs in the executor
+    group_checked = [-float("inf")]  # when the group's backlog was last probed
+    group_every_s = max(settings.check_every_s, settings.stall_after_s / 4)
 
-    def _read_then_release(tps: list) -> dict:
+    def _run_then_release(fn: Any, *args: Any) -> Any:
         try:
-            return broker_commits.read(tps)
+            return fn(*args)
         finally:
             querying.clear()
+
+    async def broker_query(fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in the executor, one at a time (kafka-python's consumer is not thread-safe);
+        ``None`` when another query runs."""
+        if querying:
+            return None
+        querying.append(True)
+        return await asyncio.wait_for(asyncio.shield(asyncio.get_running_loop().run_in_executor(
+            None, _run_then_release, fn, *args)), timeout=QUERY_TIMEOUT_S)
 
     async def committed_offsets(tps: list) -> dict:
         """The broker's committed offsets of ``tps``; faust's own record where the broker cannot say."""
         faust_view = {tp: app.consumer._committed_offset.get(tp) for tp in tps}
-        if broker_commits is None or not tps or querying:
+        if broker_commits is None or not tps:
             return faust_view
-        querying.append(True)  # one query at a time: kafka-python's consumer is not thread-safe
         try:
-            stored = await asyncio.wait_for(asyncio.shield(asyncio.get_running_loop().run_in_executor(
-                None, _read_then_release, tps)), timeout=QUERY_TIMEOUT_S)
+            stored = await broker_query(broker_commits.read, tps) or {}
         except Exception as exc:  # noqa: BLE001 — the end-offset query reports an unreachable broker
             log.debug("committed-offset query failed: %r", exc)
             return faust_view
         return {tp: stored.get(tp) if stored.get(tp) is not None else faust_view[tp] for tp in tps}
+
+    async def group_verdict(now: float) -> str | None:
+        """Every ``group_every_s``: the group's backlog on every partition of the topics the streams read."""
+        if broker_commits is None or now - group_checked[0] < group_every_s:
+            return None
+        if getattr(app, "in_recovery", False):
+            watch.forget_group()  # a table recovery holds every input back on purpose
+            return None
+        group_checked[0] = now
+        try:
+            backlog = await broker_query(broker_commits.backlog, _read_topics(app))
+        except Exception as exc:  # noqa: BLE001 — the end-offset query reports an unreachable broker
+            log.debug("group backlog query failed: %r", exc)
+            return None
+        if backlog is None:
+            return None
+        mine = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
+        return watch.observe_group(now, {f"{t}/{p}": v for (t, p), v in backlog.items()},
+                                   {f"{t}/{p}" for t, p in mine})
 
     async def check_liveness() -> None:
         nonlocal reported
@@ -380,7 +527,8 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             for tp in tps:
                 CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
             verdict = watch.observe(now, positions, ends) or watch.observe_commits(
-                now, await committed_offsets(tps), {tp: app.consumer._read_offset.get(tp) for tp in tps})
+                now, await committed_offsets(tps), {tp: app.consumer._read_offset.get(tp) for tp in tps}) \
+                or await group_verdict(now)
         if verdict is None:
             if reported:
                 log.warning("consumer progresses again")
@@ -394,6 +542,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         if settings.on_stall == "exit":
             log.critical("consumer stalled: %s; exiting with status %d for the supervisor to restart the worker",
                          verdict, EX_TEMPFAIL)
+            log.error("pending tasks at the stall:\n%s", task_stacks())
             _stop_and_exit(app, settings.exit_grace_s)
         else:
             log.error("consumer stalled: %s", verdict)

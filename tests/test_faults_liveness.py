@@ -103,3 +103,41 @@ def test_committed_offsets_are_read_from_the_broker_not_from_faust(kafka_bootstr
         assert reader.read([TP(topic, 0)]) == {TP(topic, 0): 3}
     finally:
         reader.close()
+
+
+@pytest.mark.broker
+def test_group_backlog_counts_records_after_the_committed_offset_to_the_true_end(kafka_bootstrap):
+    """Six records sent as one batch are counted to the fetch's high watermark, after the group's offset."""
+    import uuid
+
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    from hpcguard.connectors.kafka import ensure_topics
+    from hpcguard.settings import KafkaSettings
+    from hpcguard.streams.liveness import BrokerCommits
+
+    k = KafkaSettings(bootstrap=kafka_bootstrap)
+    topic, group = f"backlog-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    ensure_topics(k, [topic])
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=200)
+    for i in range(6):
+        producer.send(topic, b"%d" % i, partition=0)
+    producer.flush()
+    producer.close()
+    reader = BrokerCommits(k, group)
+    try:
+        assert reader.backlog([topic]) == {(topic, 0): (None, 6)}  # nothing committed: all six wait
+        member = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
+        member.assign([TopicPartition(topic, 0)])
+        member.commit({TopicPartition(topic, 0): OffsetAndMetadata(4, "", -1)})
+        member.close()
+        assert reader.backlog([topic]) == {(topic, 0): (4, 2)}
+        member = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
+        member.assign([TopicPartition(topic, 0)])
+        member.commit({TopicPartition(topic, 0): OffsetAndMetadata(6, "", -1)})
+        member.close()
+        assert reader.backlog([topic]) == {(topic, 0): (6, 0)}
+        assert reader.read([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 6}  # same consumer, still reads
+    finally:
+        reader.close()
