@@ -409,7 +409,7 @@ class BrokerCommits:
         try:
             consumer.topics()  # why: fresh metadata, so new topics and partitions are seen
             tps = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
-            committed = {tp: consumer.committed(tp) for tp in tps}
+            committed = self.read(tps)
             consumer.assign(tps)
             for tp in tps:
                 if committed[tp] is None:
