@@ -587,7 +587,11 @@ def evaluate_cross_profile(
     hours: float = typer.Option(48.0, "--hours", help="Hours of the training history of each profile."),
     test_hours: Optional[float] = typer.Option(None, "--test-hours", help="Hours of the test history "
                                                "(default: --hours)."),
-    seed: int = typer.Option(1, "--seed", help="Training histories use this seed, test histories seed + 100."),
+    seed: int = typer.Option(1, "--seed", help="Training histories use seeds seed .. seed + K - 1, test "
+                             "histories seed + 100."),
+    train_histories: int = typer.Option(1, "--train-histories", min=1, max=99, help="K: training histories per "
+                                        "profile, each --nodes × --hours (a site trains on all of its history; "
+                                        "more history moves the far tail, see docs/results.md)."),
     mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="Override the profiles' mean up-time "
                                                "between failures of a node (small clusters need more failures)."),
     features: str = typer.Option("site", "--features", help="Feature set of the ensembles (paper, site or robust)."),
@@ -619,7 +623,7 @@ def evaluate_cross_profile(
         history = feature_set(features).history_steps
     except ValueError as exc:
         fail(str(exc))
-    options = f"{features}{history}-n{nodes}-h{hours:g}-s{seed}-m{mtbf_hours}-mc{mc_splits}-c{calibration_ok}-t{target_fpr}-p{persistence}"
+    options = f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}-c{calibration_ok}-t{target_fpr}-p{persistence}"
     steps = 3 * len(names) + len(names) ** 2
     pairs: list[dict] = []
     with _progress(as_json) as bar:
@@ -627,16 +631,17 @@ def evaluate_cross_profile(
         models, train_recs, test_recs = {}, {}, {}
         for p in names:
             bar.update(task, description=f"{p}: simulating histories")
-            train_dir = _profile_data(cache_dir, p, nodes, hours, seed, mtbf_hours)
+            train_dirs = [_profile_data(cache_dir, p, nodes, hours, seed + k, mtbf_hours)
+                          for k in range(train_histories)]
             test_dir = _profile_data(cache_dir, p, nodes, t_hours, seed + 100, mtbf_hours)
             bar.advance(task)
-            train_recs[p] = [_load_recorded(train_dir, mapping=mapping)]
+            train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs]
             test_recs[p] = _load_recorded(test_dir, mapping=mapping)
             bar.advance(task)
             model_dir = cache_dir / "models" / f"{p}-{options}"
             if not (model_dir / "manifest.json").is_file():
                 bar.update(task, description=f"{p}: training")
-                ens, _, meta, _ = _train_model([train_dir], mapping, features, seed, calibration_ok=calibration_ok,
+                ens, _, meta, _ = _train_model(train_dirs, mapping, features, seed, calibration_ok=calibration_ok,
                                                target_fpr=target_fpr, mc_splits=mc_splits, persistence=persistence,
                                                recs=train_recs[p],
                                                progress=lambda m, p=p: bar.update(task, description=f"{p}: {m}"))
@@ -663,7 +668,7 @@ def evaluate_cross_profile(
     scores = [p.pop("scores") for p in pairs]
     del scores
     result = {"profiles": names, "features": features, "nodes": nodes, "train_hours": hours, "test_hours": t_hours,
-              "seed": seed, "test_seed": seed + 100, "scan_stride_steps": stride, "persistence": persistence,
+              "train_histories": train_histories, "seed": seed, "test_seed": seed + 100, "scan_stride_steps": stride, "persistence": persistence,
               "target_fpr": target_fpr, "pairs": pairs}
     (report_dir / "report.json").write_text(json.dumps(_clean(result), indent=2))
     (report_dir / "report.md").write_text(_cross_markdown(result))
@@ -675,8 +680,10 @@ def evaluate_cross_profile(
 
 def _cross_markdown(result: dict) -> str:
     """The cross-profile table: one line per (train, test, predictor row), then the online scan."""
+    k = result.get("train_histories", 1)
+    seeds = f"seed {result['seed']}" if k == 1 else f"{k} histories, seeds {result['seed']}-{result['seed'] + k - 1}"
     lines = [f"Cross-profile evaluation: features `{result['features']}`, {result['nodes']} nodes × "
-             f"{result['train_hours']:g} h training (seed {result['seed']}), {result['nodes']} × "
+             f"{result['train_hours']:g} h training ({seeds}), {result['nodes']} × "
              f"{result['test_hours']:g} h test (seed {result['test_seed']}).", "",
              "| train → test | predictor | tpr | tpr (precursor) | fpr | ppv | UC(1024) |", "|---|---|---|---|---|---|---|"]
     for p in result["pairs"]:

@@ -1,5 +1,6 @@
 """CLI: hpcguard uc, train failure, evaluate failure."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,6 +190,22 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     r = runner.invoke(app, args[:-1])                        # second run reuses data and models
     assert r.exit_code == 0, r.output
     assert [(m / "weights.pt").stat().st_mtime for m in models] == stamp
+
+
+def test_cross_profile_trains_each_profile_on_k_histories(tmp_path):
+    """--train-histories 2: each model is trained on two histories (seeds 1 and 2), never on the test seed."""
+    out = tmp_path / "xp"
+    r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic,mixed", "--nodes", "8", "--hours", "4",
+                            "--mtbf-hours", "1", "--seed", "1", "--train-histories", "2", "--out", str(out),
+                            "--mc-splits", "1", "--calibration-ok", "1000", "--max-ok", "1000", "--json"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["train_histories"] == 2 and len(result["pairs"]) == 4
+    for model in (out / "cache" / "models").iterdir():
+        dirs = [Path(d).name for d in json.loads((model / "manifest.json").read_text())["metadata"]["data_dirs"]]
+        profile = dirs[0].split("-")[0]
+        assert dirs == [f"{profile}-n8-h4-s1-m1-noio", f"{profile}-n8-h4-s2-m1-noio"]
+    assert "2 histories, seeds 1-2" in (out / "report.md").read_text()
 
 
 def test_cross_profile_needs_two_profiles(tmp_path):
