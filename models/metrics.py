@@ -125,8 +125,8 @@ def uc_crossing(fpr: float, level: float, p_ok: float = 1.0, max_nodes: int = 2*
 
     With P(K) < 1, UC(n) first rises and then falls, so a level may never be reached.
 
-    >>> uc_crossing(0.01, 0.9)
-    230
+    >>> uc_crossing(0.01, 0.9), uc_crossing(1.0, 0.9)
+    (230, 1)
     """
     f = float(_check_probability("fpr", fpr))
     lv = float(_check_probability("level", level))
@@ -134,9 +134,11 @@ def uc_crossing(fpr: float, level: float, p_ok: float = 1.0, max_nodes: int = 2*
         return 0
     if f == 0:
         return None
+    if f >= 1.0 and p_ok >= 1.0:  # every node raises a false alarm
+        return 1
     if p_ok >= 1.0:  # closed form: 1 − (1 − f)^n ≥ level  ⇔  n ≥ log1p(−level) / log1p(−f)
         if lv >= 1.0:
-            return 1 if f >= 1.0 else None
+            return None
         n = int(np.ceil(np.log1p(-lv) / np.log1p(-f) - 1e-9))
         n = max(n, 1)
         while n > 1 and uc_probability(f, n - 1) >= lv:  # guard float rounding at the boundary
