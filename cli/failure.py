@@ -668,8 +668,8 @@ def evaluate_cross_profile(
     scores = [p.pop("scores") for p in pairs]
     del scores
     result = {"profiles": names, "features": features, "nodes": nodes, "train_hours": hours, "test_hours": t_hours,
-              "train_histories": train_histories, "seed": seed, "test_seed": seed + 100, "scan_stride_steps": stride, "persistence": persistence,
-              "target_fpr": target_fpr, "pairs": pairs}
+              "train_histories": train_histories, "seed": seed, "test_seed": seed + 100, "scan_stride_steps": stride,
+              "persistence": persistence, "target_fpr": target_fpr, "pairs": pairs}
     (report_dir / "report.json").write_text(json.dumps(_clean(result), indent=2))
     (report_dir / "report.md").write_text(_cross_markdown(result))
     if as_json:

@@ -201,7 +201,9 @@ def test_cross_profile_trains_each_profile_on_k_histories(tmp_path):
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
     assert result["train_histories"] == 2 and len(result["pairs"]) == 4
-    for model in (out / "cache" / "models").iterdir():
+    models = sorted((out / "cache" / "models").iterdir())
+    assert len(models) == 2
+    for model in models:
         dirs = [Path(d).name for d in json.loads((model / "manifest.json").read_text())["metadata"]["data_dirs"]]
         profile = dirs[0].split("-")[0]
         assert dirs == [f"{profile}-n8-h4-s1-m1-noio", f"{profile}-n8-h4-s2-m1-noio"]
