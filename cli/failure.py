@@ -680,7 +680,7 @@ def evaluate_cross_profile(
 
 def _cross_markdown(result: dict) -> str:
     """The cross-profile table: one line per (train, test, predictor row), then the online scan."""
-    k = result.get("train_histories", 1)
+    k = result["train_histories"]
     seeds = f"seed {result['seed']}" if k == 1 else f"{k} histories, seeds {result['seed']}-{result['seed'] + k - 1}"
     lines = [f"Cross-profile evaluation: features `{result['features']}`, {result['nodes']} nodes × "
              f"{result['train_hours']:g} h training ({seeds}), {result['nodes']} × "

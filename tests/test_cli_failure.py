@@ -202,10 +202,10 @@ def test_cross_profile_trains_each_profile_on_k_histories(tmp_path):
     result = json.loads(r.stdout)
     assert result["train_histories"] == 2 and len(result["pairs"]) == 4
     models = sorted((out / "cache" / "models").iterdir())
-    assert len(models) == 2
+    assert [m.name.split("-")[0] for m in models] == ["classic", "mixed"]
     for model in models:
         dirs = [Path(d).name for d in json.loads((model / "manifest.json").read_text())["metadata"]["data_dirs"]]
-        profile = dirs[0].split("-")[0]
+        profile = model.name.split("-")[0]   # the model's own profile, not read back from its data
         assert dirs == [f"{profile}-n8-h4-s1-m1-noio", f"{profile}-n8-h4-s2-m1-noio"]
     assert "2 histories, seeds 1-2" in (out / "report.md").read_text()
 
