@@ -620,9 +620,11 @@ def evaluate_cross_profile(
     t_hours = test_hours or hours
     mapping = _load_mapping(None)
     try:
-        history = feature_set(features).history_steps
+        fs = feature_set(features)
     except ValueError as exc:
         fail(str(exc))
+    # the statistics are part of the key: a cached model of an earlier version of the set is not reused
+    history = f"{fs.history_steps}x{len(fs.statistics)}"
     options = f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}-c{calibration_ok}-t{target_fpr}-p{persistence}"
     steps = 3 * len(names) + len(names) ** 2
     pairs: list[dict] = []

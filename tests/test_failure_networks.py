@@ -54,6 +54,11 @@ def test_ensemble_predict_batch_and_state_round_trip():
         ens.predict_batch(np.zeros((3, 69)))
     with pytest.raises(ValueError):
         FailureEnsemble.from_state({"config": {"kind": "other"}, "weights": {}})
+    # a model whose feature set has since gained statistics is refused with the reason, not misfed
+    stale = ens.to_state()
+    stale["config"]["statistics"] = stale["config"]["statistics"][:-1]
+    with pytest.raises(ValueError, match="earlier version of feature set 'paper'.*retrain"):
+        FailureEnsemble.from_state(stale)
 
 
 def test_reported_lead_is_the_smallest_lead_whose_network_fired():

@@ -133,3 +133,13 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(features)
     assert result.attempted >= 10 and result.failed == 0
+
+
+def test_robust_features_of_one_node_equal_its_row_of_a_batch():
+    """The worker computes one node's history at a time; the offline scan, thousands at once."""
+    rng = np.random.default_rng(5)
+    h = rng.normal(50.0, 1.0, size=(37, FEATURE_SETS["robust"].history_steps, 10))
+    h[3, -9:-5, 2] = np.nan
+    batch = robust_features(h)
+    single = np.concatenate([robust_features(h[i:i + 1]) for i in range(len(h))])
+    assert np.array_equal(batch, single)
