@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hpcguard.connectors.model_store import code_digest
 from hpcguard.settings import KafkaSettings, Settings
 from hpcguard.streams.topics import TopicNames
 
@@ -122,23 +123,6 @@ def read_topic(k: KafkaSettings, topic: str, timeout_ms: int = 2000) -> list[tup
 
 
 # -- models the demo trains, cached by what they were trained from ---------------------
-def _code_digest() -> str:
-    """Digest of the code a demo model depends on: the simulator and the model packages."""
-    import hashlib
-
-    import hpcguard
-
-    root = Path(hpcguard.__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for pattern in ("simulators/telemetry.py", "simulators/profiles.py", "simulators/failures.py",
-                    "models/features.py", "models/baseline.py", "models/failure/*.py",
-                    "connectors/recorded.py", "connectors/model_store.py", "cli/failure.py"):
-        for f in sorted(root.glob(pattern)):
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()[:12]
-
-
 def cache_root(cfg: DemoConfig) -> Path:
     """``--cache-dir``, else ``$HPCGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcguard`` (~/.cache/hpcguard)."""
     if cfg.cache_dir:
@@ -156,7 +140,7 @@ def demo_model(cfg: DemoConfig, workdir: Path) -> tuple[str, bool]:
     """
     train_nodes = cfg.nodes if cfg.detector == "baseline" else max(cfg.nodes, 64)
     train_hours = cfg.train_hours or (max(6.0, cfg.hours * 3) if cfg.detector == "baseline" else 24.0)
-    key = f"{cfg.detector}-n{train_nodes}-h{train_hours:g}-s{cfg.seed + 1000}-{_code_digest()}"
+    key = f"{cfg.detector}-n{train_nodes}-h{train_hours:g}-s{cfg.seed + 1000}-{code_digest()}"
     if cfg.sensor_map:  # a model trained through another mapping is another model
         from hpcguard.connectors.mapping import SensorMapping
 

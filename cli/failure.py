@@ -609,7 +609,7 @@ def evaluate_cross_profile(
 ) -> None:
     """Train on one simulated site profile, evaluate on another, for every pair: tpr (all failures and
     failures with a precursor), fpr, ppv, UC(1024) per predictor row, and the online scan."""
-    from hpcguard.connectors.model_store import load_model, save_model
+    from hpcguard.connectors.model_store import code_digest, load_model, save_model
     from hpcguard.models.features import feature_set
 
     names = [p.strip() for p in profiles.split(",") if p.strip()]
@@ -620,12 +620,12 @@ def evaluate_cross_profile(
     t_hours = test_hours or hours
     mapping = _load_mapping(None)
     try:
-        fs = feature_set(features)
+        history = feature_set(features).history_steps
     except ValueError as exc:
         fail(str(exc))
-    # the statistics are part of the key: a cached model of an earlier version of the set is not reused
-    history = f"{fs.history_steps}x{len(fs.statistics)}"
-    options = f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}-c{calibration_ok}-t{target_fpr}-p{persistence}"
+    # the code digest is part of the key: a model cached by another version of the features is not reused
+    options = (f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}"
+               f"-c{calibration_ok}-t{target_fpr}-p{persistence}-{code_digest()}")
     steps = 3 * len(names) + len(names) ** 2
     pairs: list[dict] = []
     with _progress(as_json) as bar:

@@ -52,6 +52,19 @@ def digest_dirs(dirs: Iterable[str | Path]) -> str:
     return digest_files(files)
 
 
+# the code a trained model depends on: the simulator that wrote its data and the model packages
+MODEL_CODE = ("simulators/telemetry.py", "simulators/profiles.py", "simulators/failures.py", "models/features.py",
+              "models/baseline.py", "models/failure/*.py", "connectors/recorded.py", "connectors/model_store.py",
+              "cli/failure.py")
+
+
+def code_digest() -> str:
+    """12-hex digest of :data:`MODEL_CODE` as installed: a model cached under it is retrained when that code
+    changes (a feature set that gains a statistic, a simulator fix)."""
+    root = Path(__file__).resolve().parent.parent
+    return digest_files(f for pattern in MODEL_CODE for f in root.glob(pattern))[:12]
+
+
 def save_model(ensemble: Any, out_dir: str | Path, metadata: dict[str, Any] | None = None) -> Path:
     """Write ``ensemble.to_state()`` and ``metadata`` to ``out_dir`` (created)."""
     import torch

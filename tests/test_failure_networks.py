@@ -57,7 +57,7 @@ def test_ensemble_predict_batch_and_state_round_trip():
     # a model whose feature set has since gained statistics is refused with the reason, not misfed
     stale = ens.to_state()
     stale["config"]["statistics"] = stale["config"]["statistics"][:-1]
-    with pytest.raises(ValueError, match="earlier version of feature set 'paper'.*retrain"):
+    with pytest.raises(ValueError, match="another version of feature set 'paper'.*retrain"):
         FailureEnsemble.from_state(stale)
 
 

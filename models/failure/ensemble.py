@@ -205,13 +205,13 @@ class FailureEnsemble:
             config, weights = state["config"], state["weights"]
             if config.get("kind") != MODEL_KIND:
                 raise ValueError(f"not a failure-ensemble state (kind={config.get('kind')!r})")
-            name = config.get("features", "paper")
-            stored = config.get("statistics")
-            if stored is not None and list(stored) != list(feature_set(name).statistics):
+            name, stored = config.get("features", "paper"), config.get("statistics")
+            current = feature_set(name).statistics
+            if stored is not None and tuple(stored) != current:
                 # the feature set changed since training: the networks' inputs would not line up
-                raise ValueError(f"the model was trained on an earlier version of feature set {name!r} "
-                                 f"({len(stored)} statistics per sensor, this version computes "
-                                 f"{len(feature_set(name).statistics)}): retrain it with hpcguard train failure")
+                raise ValueError(f"the model was trained on another version of feature set {name!r} "
+                                 f"({len(stored)} statistics per sensor, this version computes {len(current)}): "
+                                 "retrain it with hpcguard train failure")
             n_inputs = len(config["norm_mean"])
             nets = [LeadNetwork(lead, n_inputs=n_inputs) for lead in config["leads_minutes"]]
             for net, sd in zip(nets, weights["nets"], strict=True):
