@@ -18,6 +18,7 @@ reach its end, so the bank at every retraining is the same whichever stream runs
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 
@@ -30,6 +31,8 @@ from hpcguard.streams.agents_jobs import wait_for_jobs
 from hpcguard.streams.app import out
 from hpcguard.streams.delta_log import DeltaLog
 from hpcguard.streams.liveness import backlogged
+
+log = logging.getLogger("hpcguard.worker")
 
 BATCH, WITHIN_S = 2000, 0.05
 
@@ -154,25 +157,34 @@ def register(app: faust.App) -> None:
     async def forget(sender, revoked, **kwargs) -> None:
         fs.revoked()
 
-    probe_progress: list = [None, None]  # the probe clock seen last, and the wall time it last moved
+    # the probe clock seen last, the wall time it last moved, and whether this stall was logged
+    probe_progress: list = [None, None, False]
 
     probe_topics = (hpc.names.probes, hpc.names.probes_fs)
 
     async def wait_for_probes(t: float) -> None:
         """Wait until the probe stream's clock passes window time ``t``: the windows whose labels are final by then
         join the detector's bank whichever stream ran ahead.  Bounded like the job join: at most
-        ``worker.job_wait_s`` wall seconds since the probe stream last moved; a probe stream not heard from
-        (none configured) or quiet is not waited for.  Probes this worker has yet to read (a consumer backlog
-        on ``probes`` or ``internal.probes``, e.g. a loaded machine) count as moving: a slow worker waits for
-        them instead of judging the window with other labels than a fast one."""
+        ``worker.job_wait_s`` wall seconds since the probe stream last moved.  A probe stream not heard from yet
+        is waited for too (its first probe may still be on its way while the IO stream races ahead), so a site
+        without probes pays ``job_wait_s`` once, at its first window.  Probes this worker has yet to read (a
+        consumer backlog on ``probes`` or ``internal.probes``, e.g. a loaded machine) count as moving: a slow
+        worker waits for them instead of judging the window with other labels than a fast one."""
         while True:
             mark, now = fs.canario.probe_time, time.monotonic()
-            if mark >= t or mark == -math.inf:
+            if mark >= t:
                 return
             # only a known backlog: a partition whose end is not known yet must not hold the window forever
             if mark != probe_progress[0] or backlogged(app, probe_topics, unknown_end=False):
-                probe_progress[:] = [mark, now]
+                probe_progress[:] = [mark, now, False]
             if now - probe_progress[1] >= w.job_wait_s:
+                metrics.PROBE_WAIT_TIMEOUTS.inc()
+                if not probe_progress[2]:  # once per stall, not once per window
+                    probe_progress[2] = True
+                    log.warning("probe stream %s for %.0f s: IO windows from the one ending at %.0f on are judged "
+                                "without waiting for probes that may end before them (worker.job_wait_s)",
+                                "not heard from" if mark == -math.inf else f"stood still at {mark:.0f}",
+                                w.job_wait_s, t)
                 return
             await asyncio.sleep(0.05)
 

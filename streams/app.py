@@ -31,6 +31,13 @@ from hpcguard.streams.plumbing import Plumbing
 from hpcguard.streams.topics import TopicNames
 
 #: agent families in pipeline order: role name → module registering it
+# Faust stops fetching a partition once its agent's buffer is 80 % full, but a poll already fetched is delivered
+# in full, and delivering into a full buffer blocks the app's one consumer for every topic.  An agent that awaits
+# another stream (IO windows wait for probes, decisions for jobs) would then wait for records that cannot arrive:
+# a poll never larger than the buffer's last fifth always fits.
+STREAM_BUFFER = 4096
+MAX_POLL_RECORDS = STREAM_BUFFER // 8
+
 ROOMS = {
     "normalize": "hpcguard.streams.agents_normalize",
     "windows": "hpcguard.streams.agents_windows",
@@ -80,6 +87,8 @@ def create_app(pipeline: Pipeline) -> faust.App:
         broker_heartbeat_interval=1,
         broker_rebalance_timeout=10,
         stream_wait_empty=False,
+        stream_buffer_maxsize=STREAM_BUFFER,
+        broker_max_poll_records=MAX_POLL_RECORDS,
         # why: the bulk of the traffic is small records; bigger, lingering batches keep the producer ahead
         producer_linger=0.02,
         producer_max_batch_size=512 * 1024,

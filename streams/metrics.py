@@ -37,6 +37,9 @@ MAPPING_MISMATCH = Gauge("hpcguard_sensor_map_mismatch", "1 when the worker's se
                          "the one the model was trained with", ["worker_digest", "model_digest"], registry=REGISTRY)
 JOB_JOIN_TIMEOUTS = Counter("hpcguard_job_join_timeouts_total", "Decisions made before the job stream's watermark "
                             "passed their sample time (worker.job_wait_s ran out)", registry=REGISTRY)
+PROBE_WAIT_TIMEOUTS = Counter("hpcguard_probe_wait_timeouts_total", "IO windows judged before the probe stream's clock "
+                              "passed their end (worker.job_wait_s ran out): their bank may lack labels a "
+                              "faster worker would have had", registry=REGISTRY)
 SINK_POINTS = Counter("hpcguard_sink_points_total", "Points handled by the InfluxDB sink, per outcome "
                       "(written|retried|dropped_overflow|rejected|dropped_unsent|downsampled)", ["outcome"], registry=REGISTRY)
 

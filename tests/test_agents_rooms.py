@@ -36,7 +36,7 @@ async def feed(app, name, records):
     async with agent(app, name).test_context() as a:
         for key, value in records:
             await a.put(value if isinstance(value, bytes) else json.dumps(value).encode(), key=key.encode())
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)  # longer than job_wait_s: a first IO window waits that long for probes
 
 
 def sample(node, t, **over):
@@ -198,3 +198,18 @@ def test_faust_consumers_ask_the_broker_for_the_configured_fetch_wait(tmp_path):
     # tansu lists changelog ends short of the last record batch: Faust's recovery check would take the
     # offsets it read itself for "persisted beyond the end" and crash a second rebalance (seen in CI)
     assert app.conf.recovery_consistency_check is False
+
+
+def test_a_poll_delivered_after_faust_stops_fetching_never_fills_an_agent_buffer(tmp_path):
+    """Faust stops fetching a partition once its agent's buffer reaches the pressure-high mark, then delivers the
+    rest of the poll it holds; delivering into a full buffer blocks the one consumer for every topic (seen: IO
+    windows waiting for probes that could not arrive, the worker exiting as stalled)."""
+    app, _ = make_app(tmp_path, {"io"})
+    queue = agent(app, "io-windows").channel.queue
+    paused = []
+    while not paused:  # the agent is busy: records pile up until faust pauses the partition
+        queue.put_nowait_enhanced(object(), on_pressure_high=lambda: paused.append(queue.qsize()),
+                                  on_pressure_drop=lambda: None)
+    for _ in range(app.conf.broker_max_poll_records - 1):  # the rest of that poll is delivered
+        assert not queue.full()
+        queue.put_nowait(object())

@@ -45,6 +45,7 @@ def test_pfs_episode_is_detected_online(kafka_settings, tmp_path):
                         + [(w.topics.probes, kv, kv[1]["end"]) for kv in probes], key=lambda x: x[2])
         w.produce_many([(topic, kv) for topic, kv, _ in merged])
         windows = w.wait_for(w.topics.io_degradation, lambda r: len(r) >= HOURS * 60 - 2, timeout_s=240)
+        log = w.log()
 
     ends = np.array([x["window_end"] - t0 for x in windows])
     degraded = np.array([x["degraded"] for x in windows])
@@ -53,6 +54,6 @@ def test_pfs_episode_is_detected_online(kafka_settings, tmp_path):
     inside = (ends > 11.5 * 3600) & (ends <= 13.5 * 3600)
     quiet = ((ends > 5 * 3600) & ~((ends > 5.5 * 3600) & (ends <= 8.5 * 3600))
              & ~((ends > 10.5 * 3600) & (ends <= 14.5 * 3600)))
-    assert degraded[inside].mean() > 0.8  # the episode is detected online
+    assert degraded[inside].mean() > 0.8, (ends[inside][~degraded[inside]], log[-4000:])  # detected online
     assert 1 - degraded[quiet].mean() >= 0.95  # non-degraded windows stay non-degraded
     assert not degraded[ends <= 5 * 3600].any()  # no verdicts before the initial bank is full
