@@ -23,7 +23,6 @@ import faust
 from hpcguard.models.actions import action_id
 from hpcguard.models.policy import spare_pool_at
 from hpcguard.streams import metrics
-from hpcguard.streams.agents_jobs import wait_for_jobs
 from hpcguard.streams.app import out
 from hpcguard.streams.output_log import OutputLog, deliver
 
@@ -100,7 +99,7 @@ def register(app: faust.App) -> None:
             for p, ev in starts:
                 with door.guard(ev.message.topic, ev.value, ev.message.offset):
                     t = p.get("sample_time") or p["time"]
-                    joined = await wait_for_jobs(app, t)
+                    joined = await hpc.job_wait.until(t)
                     job = view.timeline.job_at(p["node"], t)
                     spare = spare_pool_at(view.timeline, view.nodes_at(t), view.warned_at(t, quiet_s), t)
                     for a in pipe.policy(p, job, spare, pipe.predictor):

@@ -17,9 +17,6 @@ reach its end, so the bank at every retraining is the same whichever stream runs
 """
 from __future__ import annotations
 
-import asyncio
-import logging
-import math
 import time
 
 import faust
@@ -27,12 +24,9 @@ import numpy as np
 
 from hpcguard.streams import metrics
 from hpcguard.streams.agents_decide import emit_action
-from hpcguard.streams.agents_jobs import wait_for_jobs
 from hpcguard.streams.app import out
 from hpcguard.streams.delta_log import DeltaLog
-from hpcguard.streams.liveness import backlogged
-
-log = logging.getLogger("hpcguard.worker")
+from hpcguard.streams.liveness import StreamWait, backlogged
 
 BATCH, WITHIN_S = 2000, 0.05
 
@@ -157,41 +151,19 @@ def register(app: faust.App) -> None:
     async def forget(sender, revoked, **kwargs) -> None:
         fs.revoked()
 
-    # the probe clock seen last, the wall time it last moved, and whether this stall was logged
-    probe_progress: list = [None, None, False]
-
+    # labels join the bank at window time whichever stream ran ahead: each window first waits (bounded) for the
+    # probe stream's clock to pass its end; probes this worker has yet to read (a consumer backlog on ``probes``
+    # or ``internal.probes``, e.g. a loaded machine) count as moving, so a slow worker waits for them instead of
+    # judging the window with other labels than a fast one (only a known backlog: a partition whose end is not
+    # known yet must not hold the window forever)
     probe_topics = (hpc.names.probes, hpc.names.probes_fs)
-
-    async def wait_for_probes(t: float) -> None:
-        """Wait until the probe stream's clock passes window time ``t``: the windows whose labels are final by then
-        join the detector's bank whichever stream ran ahead.  Bounded like the job join: at most
-        ``worker.job_wait_s`` wall seconds since the probe stream last moved.  A probe stream not heard from yet
-        is waited for too (its first probe may still be on its way while the IO stream races ahead), so a site
-        without probes pays ``job_wait_s`` once, at its first window.  Probes this worker has yet to read (a
-        consumer backlog on ``probes`` or ``internal.probes``, e.g. a loaded machine) count as moving: a slow
-        worker waits for them instead of judging the window with other labels than a fast one."""
-        while True:
-            mark, now = fs.canario.probe_time, time.monotonic()
-            if mark >= t:
-                return
-            # only a known backlog: a partition whose end is not known yet must not hold the window forever
-            if mark != probe_progress[0] or backlogged(app, probe_topics, unknown_end=False):
-                probe_progress[:] = [mark, now, False]
-            if now - probe_progress[1] >= w.job_wait_s:
-                metrics.PROBE_WAIT_TIMEOUTS.inc()
-                if not probe_progress[2]:  # once per stall, not once per window
-                    probe_progress[2] = True
-                    log.warning("probe stream %s for %.0f s: IO windows from the one ending at %.0f on are judged "
-                                "without waiting for probes that may end before them (worker.job_wait_s)",
-                                "not heard from" if mark == -math.inf else f"stood still at {mark:.0f}",
-                                w.job_wait_s, t)
-                return
-            await asyncio.sleep(0.05)
+    probe_wait = StreamWait("probe stream", lambda: fs.canario.probe_time, w.job_wait_s, metrics.PROBE_WAIT_TIMEOUTS,
+                            moving=lambda: bool(backlogged(app, probe_topics, unknown_end=False)))
 
     async def on_windows(closed: list[tuple[float, dict]], trigger_time: float | None = None) -> None:
         """Judge closed windows; ``trigger_time``: wall time the samples that closed them reached Kafka."""
         for window_end, features in closed:
-            await wait_for_probes(window_end)
+            await probe_wait.until(window_end)
             canario = fs.canario
             started = time.perf_counter()
             state = canario.on_window(window_end, features)
@@ -202,7 +174,7 @@ def register(app: faust.App) -> None:
                 "probability": float(state["probability"]), "model": str(state.get("model", "knn")), "v": 1})
             if not (state["degraded"] or canario.delayed):
                 continue  # Fig. 5.1 acts only while degraded or to release what it held
-            await wait_for_jobs(app, window_end)
+            await hpc.job_wait.until(window_end)
             tl = hpc.cluster.timeline
             for a in canario.decide(window_end, tl.queued_at(window_end), tl.running_at(window_end)):
                 emit_action(app, {**a, "source": "canario"}, f"canario@{w.system}@{window_end:.0f}", w.system,

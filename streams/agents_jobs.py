@@ -1,8 +1,9 @@
 """jobs: job events → the cluster view's job timeline; node-keyed job events; checkpoint plans.
 
 Every worker keeps the whole job timeline (:class:`~hpcguard.streams.cluster_view.ClusterView`,
-read from all partitions of ``jobs``); :func:`wait_for_jobs` waits (bounded by
-``worker.job_wait_s`` wall seconds since the job stream last moved) until the job
+read from all partitions of ``jobs``); ``app.hpc.job_wait`` (a
+:class:`~hpcguard.streams.liveness.StreamWait`, bounded by ``worker.job_wait_s`` wall seconds
+since the job stream last moved) waits until the job
 stream's watermark has passed an event time, so a decision reads the jobs *at its sample
 time*.  This agent checks each job event at the door (bad ones are dead-lettered), applies
 it to this worker's view at once, re-publishes it keyed by node (``internal.node-jobs``)
@@ -11,8 +12,6 @@ CanarIO reads jobs (and their scripts) from the view's timeline at its windows' 
 """
 from __future__ import annotations
 
-import asyncio
-import time
 
 import faust
 
@@ -37,25 +36,6 @@ def check_cluster_record(app: faust.App, kind: str, raw: bytes) -> dict:
         if k in data and not isinstance(data[k], (int, float)):
             raise ValidationError(k, "expected epoch seconds", "bad_type")
     return data
-
-
-async def wait_for_jobs(app: faust.App, t: float) -> bool:
-    """Wait until the job stream's watermark passes ``t``; False when it gave up.
-
-    The wait is bounded by ``worker.job_wait_s`` wall seconds *since the job stream last
-    moved*: a job stream that has gone quiet (processing time) is not waited for at all.
-    """
-    view, progress = app.hpc.cluster, app.hpc.job_progress  # [watermark, wall time it last changed]
-    while True:
-        mark, now = view.job_watermark(), time.monotonic()
-        if mark >= t:
-            return True
-        if mark != progress[0]:
-            progress[:] = [mark, now]
-        if now - progress[1] >= app.hpc.settings.worker.job_wait_s:
-            metrics.JOB_JOIN_TIMEOUTS.inc()
-            return False
-        await asyncio.sleep(0.05)
 
 
 def register(app: faust.App) -> None:

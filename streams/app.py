@@ -26,11 +26,10 @@ from hpcguard.connectors.validation import DoorLimits, NodeInventory
 from hpcguard.settings import Settings
 from hpcguard.streams import metrics
 from hpcguard.streams.cluster_view import ClusterView
-from hpcguard.streams.liveness import StreamClock
+from hpcguard.streams.liveness import StreamClock, StreamWait
 from hpcguard.streams.plumbing import Plumbing
 from hpcguard.streams.topics import TopicNames
 
-#: agent families in pipeline order: role name → module registering it
 # Faust stops fetching a partition once its agent's buffer is 80 % full, but a poll already fetched is delivered
 # in full, and delivering into a full buffer blocks the app's one consumer for every topic.  An agent that awaits
 # another stream (IO windows wait for probes, decisions for jobs) would then wait for records that cannot arrive:
@@ -38,6 +37,7 @@ from hpcguard.streams.topics import TopicNames
 STREAM_BUFFER = 4096
 MAX_POLL_RECORDS = STREAM_BUFFER // 8
 
+#: agent families in pipeline order: role name → module registering it
 ROOMS = {
     "normalize": "hpcguard.streams.agents_normalize",
     "windows": "hpcguard.streams.agents_windows",
@@ -124,7 +124,9 @@ def create_app(pipeline: Pipeline) -> faust.App:
         # idleness clock of the node grids and the IO windows: stands still while nothing arrives
         stream_clock=StreamClock(pipeline.clock),
     )
-    app.hpc.job_progress = [float("-inf"), time.monotonic()]  # job stream watermark, wall time it last moved
+    # decisions and IO actions read the jobs at their event time: they wait for the job stream's watermark
+    app.hpc.job_wait = StreamWait("job stream", app.hpc.cluster.job_watermark, s.worker.job_wait_s,
+                                  metrics.JOB_JOIN_TIMEOUTS)
     if pipeline.outbox is not None:
         app.hpc.plumbing.dlq = t.dlq
     for role, module in ROOMS.items():

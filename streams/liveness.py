@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
@@ -62,6 +63,53 @@ EX_TEMPFAIL = 75  # sysexits.h: temporary failure, try again (what a supervisor 
 COMMIT_LOGGER = "aiokafka.consumer.group_coordinator"
 QUERY_TIMEOUT_S = 30.0
 
+
+
+class StreamWait:
+    """A bounded wait for another stream's clock to pass an event time (a join across topics).
+
+    ``until(t)`` returns True once ``clock() >= t``; False when the wait gave up: ``wait_s`` wall
+    seconds went by without the clock moving, counted in ``timeouts`` and logged once per stall.
+    ``moving()`` True (records of that stream not read yet, e.g. a loaded worker) counts as
+    moving.  The first wait starts the clock, so a stream not heard from yet is waited for once.
+
+    >>> from prometheus_client import CollectorRegistry, Counter
+    >>> gave_up = Counter("gave_up", "waits that ran out", registry=CollectorRegistry())
+    >>> probe_time = [100.0]
+    >>> wait = StreamWait("probe stream", lambda: probe_time[0], 0.2, gave_up)
+    >>> asyncio.run(wait.until(60.0))  # the clock has passed it
+    True
+    >>> asyncio.run(wait.until(160.0)), gave_up._value.get()  # stands still for 0.2 s: judged without it
+    (False, 1.0)
+    >>> asyncio.run(wait.until(170.0))  # still no move: not waited for again
+    False
+    >>> probe_time[0] = 180.0
+    >>> asyncio.run(wait.until(170.0))
+    True
+    """
+
+    def __init__(self, stream: str, clock, wait_s: float, timeouts, moving=lambda: False) -> None:
+        self.stream, self.clock, self.wait_s, self.timeouts, self.moving = stream, clock, wait_s, timeouts, moving
+        self.mark: float | None = None  # the clock seen last
+        self.moved = 0.0  # the wall time it last moved
+        self.logged = False  # this stall was logged
+
+    async def until(self, t: float) -> bool:
+        while True:
+            mark, now = self.clock(), time.monotonic()
+            if mark >= t:
+                return True
+            if mark != self.mark or self.moving():
+                self.mark, self.moved, self.logged = mark, now, False
+            if now - self.moved >= self.wait_s:
+                self.timeouts.inc()
+                if not self.logged:  # once per stall, not once per record
+                    self.logged = True
+                    log.warning("%s %s for %.0f s: what is at event time %.0f and after is decided without "
+                                "waiting for it (worker.job_wait_s)", self.stream, "not heard from" if mark ==
+                                -math.inf else f"stood still at {mark:.0f}", self.wait_s, t)
+                return False
+            await asyncio.sleep(0.05)
 
 
 class ProgressWatch:
