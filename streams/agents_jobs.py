@@ -12,7 +12,6 @@ CanarIO reads jobs (and their scripts) from the view's timeline at its windows' 
 """
 from __future__ import annotations
 
-
 import faust
 
 from hpcguard.connectors.validation import ValidationError, validate_node

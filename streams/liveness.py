@@ -64,7 +64,6 @@ COMMIT_LOGGER = "aiokafka.consumer.group_coordinator"
 QUERY_TIMEOUT_S = 30.0
 
 
-
 class StreamWait:
     """A bounded wait for another stream's clock to pass an event time (a join across topics).
 
@@ -74,12 +73,13 @@ class StreamWait:
     moving.  The first wait starts the clock, so a stream not heard from yet is waited for once.
 
     >>> from prometheus_client import CollectorRegistry, Counter
-    >>> gave_up = Counter("gave_up", "waits that ran out", registry=CollectorRegistry())
+    >>> registry = CollectorRegistry()
+    >>> gave_up = Counter("gave_up", "waits that ran out", registry=registry)
     >>> probe_time = [100.0]
     >>> wait = StreamWait("probe stream", lambda: probe_time[0], 0.2, gave_up)
     >>> asyncio.run(wait.until(60.0))  # the clock has passed it
     True
-    >>> asyncio.run(wait.until(160.0)), gave_up._value.get()  # stands still for 0.2 s: judged without it
+    >>> asyncio.run(wait.until(160.0)), registry.get_sample_value("gave_up_total")  # stands still for 0.2 s: judged without it
     (False, 1.0)
     >>> asyncio.run(wait.until(170.0))  # still no move: not waited for again
     False
