@@ -1,6 +1,4 @@
 """Per-stream CanarIO state: windows from node samples, detection and actions during a PFS episode."""
-import doctest
-import importlib
 import json
 
 import numpy as np
@@ -166,10 +164,6 @@ def test_system_windows_kept_by_deltas_equal_the_windows():
     assert copy.to_state() == w.to_state()
 
 
-@pytest.mark.parametrize("name", ["detector", "probes", "online", "labelling", "decisions"])
-def test_canario_docstring_examples(name):
-    result = doctest.testmod(importlib.import_module(f"hpcguard.models.canario.{name}"))
-    assert result.failed == 0
 
 
 def test_io_actions_of_a_busy_file_system_pass_the_door():

@@ -1,20 +1,11 @@
-import doctest
 import json
 
 import numpy as np
 import pytest
 
-from hpcguard.connectors import coverage as coverage_module
-from hpcguard.connectors import fasrc, ipmi, mapping, recorded, replay
 from hpcguard.connectors.coverage import SensorCoverage, coverage_of_grid
 from hpcguard.connectors.recorded import load_sensor_grid
 from hpcguard.models.features import CANONICAL_SENSORS
-
-
-@pytest.mark.parametrize("module", [coverage_module, mapping, ipmi, fasrc, recorded, replay], ids=lambda m: m.__name__)
-def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_shares_per_sensor_node_and_group():

@@ -126,15 +126,6 @@ def test_robust_features_ignore_per_node_offsets_and_mark_missing():
     assert len(FEATURE_SETS["robust"].feature_names) == 90
 
 
-def test_docstring_examples_run():
-    import doctest
-
-    import hpcguard.models.features as features
-
-    result = doctest.testmod(features)
-    assert result.attempted >= 10 and result.failed == 0
-
-
 def test_robust_features_of_one_node_equal_its_row_of_a_batch():
     """The worker computes one node's history at a time; the offline scan, thousands at once."""
     rng = np.random.default_rng(5)
