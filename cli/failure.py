@@ -46,6 +46,8 @@ class Recorded(NamedTuple):
     precursor: Any = None  # per failure: True when a precursor preceded it
     look_alikes: Any = None  # (node indices, starts, ends) of benign anomalies
     coverage: Any = None   # connectors.coverage.SensorCoverage
+    family: Any = None     # per failure: its family or cause ('' when failures.csv has neither)
+    look_alike_kinds: Any = None  # per benign anomaly: its kind
 
 
 NO_PRECURSOR = {"", "no_precursor", "none", "sudden", "sudden_death"}
@@ -96,12 +98,14 @@ def _load_recorded(data_dir: str, grid_s: float = 15.0, mapping=None) -> Recorde
         fail(f"{d}/failures.csv: {exc}")
     family = [(r.get("family") or r.get("cause") or "").strip().lower() for r in rows]
     precursor = np.array([f not in NO_PRECURSOR for f in family], bool)
-    look = None
+    look, kinds = None, None
     if anomalies is not None:
         benign = anomalies[~anomalies["leads_to_failure"] & np.isin(anomalies["node"], list(index))]
         look = (np.array([index[n] for n in benign["node"]], int), benign["start"], benign["end"])
+        kinds = [str(k) for k in benign["kind"]]
     coverage = getattr(grid, "coverage", None) or coverage_of_grid(grid.nodes, grid.values)
-    return Recorded(grid.values, float(grid.t0), fnodes, ftimes, list(grid.nodes), precursor, look, coverage)
+    return Recorded(grid.values, float(grid.t0), fnodes, ftimes, list(grid.nodes), precursor, look, coverage,
+                    family, kinds)
 
 
 def _coverage_summary(recs: list[Recorded], label: str, threshold: float = 0.5) -> dict:
@@ -348,7 +352,8 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
     import numpy as np
 
     from hpcguard.models.failure.dataset import build_events, healthy_mask
-    from hpcguard.models.failure.evaluation import online_scan, online_summary, report_row
+    from hpcguard.models.failure.evaluation import (caught_by_family, look_alike_at, online_scan, online_summary,
+                                                    report_row)
     from hpcguard.streams.predictors import EnsemblePredictor
 
     note = note or (lambda m: None)
@@ -386,6 +391,22 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
               "precursor_failures": int(failure_precursor.sum()), "ok_events": int((events.labels == 0).sum()),
               "rows": rows, "scores": {"labels": events.labels, "network_probabilities": out.network_probabilities,
                                        "vote_probability": out.vote_probability}}
+    # what is caught and what is mistaken, by kind: the failure families each predictor catches,
+    # and the benign look-alike episodes its false positives lie in
+    family_all = list(rec.family) if rec.family is not None else [""] * len(rec.failure_times)
+    event_family = [family_all[i] for i in which]
+    shown = ("lstm-vote", "single-network@2min")
+    by_family = {name: caught_by_family(event_family, decisions[name][pos]) for name in shown}
+    result["by_family"] = {f: {"failures": c["failures"], **{name: by_family[name][f]["caught"] for name in shown}}
+                           for f, c in by_family[shown[0]].items()}
+    if rec.look_alikes is not None and rec.look_alike_kinds is not None:
+        ok = np.flatnonzero(events.labels == 0)
+        inside = look_alike_at(events.nodes[ok], events.times[ok], rec.look_alikes, rec.look_alike_kinds)
+        result["false_positives_by_look_alike"] = {}
+        for name in shown:
+            kinds, counts = np.unique(np.where(inside == "", "none", inside)[decisions[name][ok]], return_counts=True)
+            result["false_positives_by_look_alike"][name] = {str(k): int(c) for k, c in
+                                                             sorted(zip(kinds, counts), key=lambda kc: -kc[1])}
     if online:
         note("online scan (every node, every step)" if stride == 1 else f"online scan (every {stride} steps)")
         predictor = EnsemblePredictor(ensemble, ensemble.version, manifest)
@@ -394,7 +415,7 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
         healthy = healthy_mask(rec.values.shape[0], rec.values.shape[1], rec.t0, ensemble.grid_s,
                                rec.failure_nodes, rec.failure_times)
         result["online"] = online_summary(scan, rec.failure_nodes, rec.failure_times, healthy, rec.t0,
-                                          ensemble.grid_s, precursor=pre_all)
+                                          ensemble.grid_s, precursor=pre_all, family=family_all)
         result["online"]["stride_steps"] = stride
     return result
 
@@ -487,6 +508,18 @@ def _markdown(result: dict) -> str:
                   f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor), "
                   f"{o['false_alarm_episodes']} false-alarm episodes = {o['false_alarms_per_100_node_days']:.2f} per "
                   f"100 node-days, median lead {o['median_lead_minutes']:.1f} min"]
+    if result.get("by_family"):
+        online = result.get("online", {}).get("by_family", {})
+        lines += ["", "By failure family (events; online: failures of the whole history warned >= 2 min ahead):", "",
+                  "| family | failures | LSTM vote | single 2-min network | online warned |", "|---|---|---|---|---|"]
+        for f, c in result["by_family"].items():
+            o = online.get(f)
+            lines.append(f"| {f or 'unknown'} | {c['failures']} | {c['lstm-vote']} | {c['single-network@2min']} | "
+                         + (f"{o['caught']}/{o['failures']} |" if o else "– |"))
+    for name, kinds in result.get("false_positives_by_look_alike", {}).items():
+        if kinds:
+            lines += ["", f"False positives of {name} by the look-alike episode they lie in: "
+                      + ", ".join(f"{k} {n}" for k, n in kinds.items())]
     if "coverage" in result:
         lines += ["", "Coverage: " + ", ".join(f"{k} {v:.0%}" for k, v in result["coverage"].items())]
         lines += [f"- warning: {w}" for w in result.get("coverage_warnings", [])]
@@ -494,9 +527,9 @@ def _markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plot_roc(path: Path, curves: list[tuple[str, Any, Any, str]], title: str, legend_size: int = 7,
+def _plot_roc(path: Path, curves: list[tuple[str, Any, Any, dict]], title: str, legend_size: int = 7,
               figsize: tuple[float, float] = (6, 4.5), mark_fpr: float | None = None) -> None:
-    """One ROC plot (log fpr axis); ``curves`` are ``(label, labels, scores, line style)``."""
+    """One ROC plot (log fpr axis); ``curves`` are ``(label, labels, scores, matplotlib line keywords)``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -508,7 +541,7 @@ def _plot_roc(path: Path, curves: list[tuple[str, Any, Any, str]], title: str, l
     fig, ax = plt.subplots(figsize=figsize)
     for label, y, score, style in curves:
         c = roc(y, score)
-        ax.plot(np.maximum(c["fpr"], 1e-6), c["tpr"], style, label=f"{label} (AUC {c['auc']:.3f})")
+        ax.plot(np.maximum(c["fpr"], 1e-6), c["tpr"], label=f"{label} (AUC {c['auc']:.3f})", **style)
     if mark_fpr is not None:
         ax.axvline(mark_fpr, color="grey", lw=0.5)
     ax.set_xscale("log")
@@ -551,9 +584,9 @@ def _plot_uc(path: Path, series: list[tuple[str, float]], ylabel: str, title: st
 
 
 def _plots(out: Path, ensemble, labels, scores, rows) -> None:
-    curves = [(f"{lead} min", labels, scores["network_probabilities"][:, i], "-")
+    curves = [(f"{lead} min", labels, scores["network_probabilities"][:, i], {})
               for i, lead in enumerate(ensemble.leads)]
-    curves.append(("LSTM vote", labels, scores["vote_probability"], "k--"))
+    curves.append(("LSTM vote", labels, scores["vote_probability"], {"color": "k", "ls": "--"}))
     _plot_roc(out / "roc_networks.png", curves, "ROC per lead-time network")
     _plot_uc(out / "uc_nodes.png", [(r["name"], r["fpr"]) for r in rows], "UC(n)",
              "Probability of an unnecessary checkpoint (Eq. 4.4)", levels=(0.05, 0.3, 0.5))
@@ -708,9 +741,13 @@ def _cross_markdown(result: dict) -> str:
 
 
 def _cross_plots(out: Path, pairs: list[dict]) -> None:
-    """ROC of the LSTM vote and UC(n) of its fpr, one curve per (train, test) pair."""
+    """ROC of the LSTM vote and UC(n) of its fpr, one curve per (train, test) pair: the colour
+    names the test profile, the dash pattern the training profile (a 4 × 4 matrix stays legible)."""
+    profiles = list(dict.fromkeys([p["test_profile"] for p in pairs] + [p["train_profile"] for p in pairs]))
+    dashes = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3))]
     curves = [(f"{p['train_profile']}→{p['test_profile']}", p["scores"]["labels"], p["scores"]["vote_probability"],
-               "-" if p["train_profile"] == p["test_profile"] else "--") for p in pairs]
+               {"color": f"C{profiles.index(p['test_profile']) % 10}",
+                "ls": dashes[profiles.index(p["train_profile"]) % len(dashes)]}) for p in pairs]
     _plot_roc(out / "roc_lstm.png", curves, "LSTM vote ROC, train profile → test profile", legend_size=6,
               figsize=(7, 5), mark_fpr=2e-4)
     _plot_uc(out / "uc_lstm.png", [(f"{p['train_profile']}→{p['test_profile']}",

@@ -36,20 +36,24 @@ def recorded(tmp_path, monkeypatch):
     """Synthetic 'recorded' directories; the loader is replaced by the in-memory grids."""
     grids = {}
 
-    def add(name, seed, edit=None):
+    def add(name, seed, edit=None, labelled=False):
         d = tmp_path / name
         d.mkdir()
         v, fn, ft = synthetic_grid(seed=seed)
         if edit:
             edit(v)
+        family = ["fan" if i % 3 else "psu" for i in range(len(ft))]
         (d / "failures.csv").write_text("time,node,job_id,cause\n" + "".join(
-            f"{t},n{n:03d},,fan\n" for n, t in zip(fn, ft)))
+            f"{t},n{n:03d},,{f}\n" for n, t, f in zip(fn, ft, family)))
         nodes = [f"n{i:03d}" for i in range(v.shape[0])]
-        grids[str(d)] = cli_failure.Recorded(v, T0, fn, ft, nodes, np.ones(len(ft), bool), None,
-                                             coverage_of_grid(nodes, v))
+        # the test history: failures of two families, and two benign episodes (one spans all of node 0)
+        look, kinds = ((np.array([0, 1]), np.array([T0, T0 + 3600.0]), np.array([T0 + 1e6, T0 + 7200.0])),
+                       ["fan_dip", "psu_warm"]) if labelled else (None, None)
+        grids[str(d)] = cli_failure.Recorded(v, T0, fn, ft, nodes, np.ones(len(ft), bool), look,
+                                             coverage_of_grid(nodes, v), family if labelled else None, kinds)
 
     add("train", 3)
-    add("test", 11)
+    add("test", 11, labelled=True)
     add("no_psu", 3, lambda v: v[..., 3].fill(np.nan))
     add("patchy_volt", 3, lambda v: v[:8, :, 2].fill(np.nan))
 
@@ -98,8 +102,23 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     fprs = [row["fpr"] for row in rows[:4]]
     assert fprs == sorted(fprs, reverse=True)               # unanimous voting: fpr falls with networks
     assert set(result["coverage"]) == set(manifest["sensors"])
+    # per failure family: the events' failures and each predictor's hits add up to its row
+    by_row = {row["name"]: row for row in rows}
+    families = result["by_family"]
+    assert list(families) == ["fan", "psu"]                 # largest family first
+    assert sum(f["failures"] for f in families.values()) == result["failures"]
+    for name in ("lstm-vote", "single-network@2min"):
+        assert sum(f[name] for f in families.values()) == by_row[name]["tp"]
+        assert all(0 <= f[name] <= f["failures"] for f in families.values())
+        # every false positive is named by the look-alike episode it lies in, or 'none'
+        kinds = result["false_positives_by_look_alike"][name]
+        assert set(kinds) <= {"fan_dip", "psu_warm", "none"} and sum(kinds.values()) == by_row[name]["fp"]
     full = json.loads((report / "report.json").read_text())
     assert full["online"]["failures"] > 0 and full["online"]["warned_2min"] >= 1
+    online_families = full["online"]["by_family"]
+    assert sum(f["caught"] for f in online_families.values()) == full["online"]["warned_2min"]
+    assert sum(f["failures"] for f in online_families.values()) == full["online"]["failures"]
+    assert "| psu |" in (report / "report.md").read_text()
     assert full["online"]["false_alarms_per_100_node_days"] >= 0
     assert (report / "roc_networks.png").stat().st_size > 1000 and (report / "uc_nodes.png").is_file()
 

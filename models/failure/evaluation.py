@@ -58,6 +58,43 @@ def ensemble_rows(ensemble, features: np.ndarray, labels: np.ndarray, p_ok: floa
     return rows, {"network_probabilities": out.network_probabilities, "vote_probability": out.vote_probability}
 
 
+def caught_by_family(family: Sequence[str], caught: np.ndarray) -> dict[str, dict[str, int]]:
+    """Failures and how many of them ``caught`` flags, per failure family (``failures.csv``
+    ``family`` or ``cause``; empty = ``unknown``), the largest family first.
+
+    >>> caught_by_family(["fan", "psu", "fan", "sudden"], np.array([True, False, False, False]))
+    {'fan': {'failures': 2, 'caught': 1}, 'psu': {'failures': 1, 'caught': 0}, 'sudden': {'failures': 1, 'caught': 0}}
+    """
+    fam = np.array([str(f) or "unknown" for f in family], dtype=object)
+    c = np.asarray(caught, bool)
+    if fam.size != c.size:
+        raise ValueError(f"{fam.size} families for {c.size} failures")
+    names, counts = np.unique(fam.astype(str), return_counts=True)
+    order = sorted(range(names.size), key=lambda i: (-counts[i], names[i]))
+    return {str(names[i]): {"failures": int(counts[i]), "caught": int(c[fam == names[i]].sum())} for i in order}
+
+
+def look_alike_at(nodes: np.ndarray, times: np.ndarray, look_alikes: tuple, kinds: Sequence[str],
+                  after_s: float = 420.0) -> np.ndarray:
+    """Kind of the benign look-alike episode each event lies in (``''``: none).
+
+    An event at ``(node, time)`` lies in an episode ``(node, start, end)`` when
+    ``start <= time <= end + after_s``: its lead windows (up to 7 min before ``time``)
+    still overlap the episode.  Where episodes overlap, the earliest listed wins.
+
+    >>> look_alike_at(np.array([0, 0, 1]), np.array([100.0, 2000.0, 150.0]),
+    ...               (np.array([0, 1]), np.array([50.0, 0.0]), np.array([120.0, 60.0])), ["fan_dip", "psu_warm"])
+    array(['fan_dip', '', 'psu_warm'], dtype='<U8')
+    """
+    n, t = np.asarray(nodes), np.asarray(times, float)
+    ln, ls, le = (np.asarray(a) for a in look_alikes)
+    width = max((len(str(k)) for k in kinds), default=1)
+    out = np.full(n.size, "", dtype=f"<U{width}")
+    for node, start, end, kind in zip(ln, ls, le, kinds):   # episodes are few; events are vectorised
+        out[(out == "") & (n == node) & (t >= start) & (t <= end + after_s)] = kind
+    return out
+
+
 def online_scan(predict: Callable[[list[str], np.ndarray], Sequence[Any]], values: np.ndarray, t0: float,
                 grid_s: float, history_steps: int, stride: int = 1, chunk: int = 4096,
                 nodes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -92,14 +129,16 @@ def online_scan(predict: Callable[[list[str], np.ndarray], Sequence[Any]], value
 
 def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failure_times: np.ndarray,
                    healthy: np.ndarray, t0: float, grid_s: float, precursor: np.ndarray | None = None,
-                   horizon_s: float = 900.0, min_lead_s: float = 120.0, gap_s: float = 600.0) -> dict[str, Any]:
+                   horizon_s: float = 900.0, min_lead_s: float = 120.0, gap_s: float = 600.0,
+                   family: Sequence[str] | None = None) -> dict[str, Any]:
     """What an operator would see: failures warned (≥ ``min_lead_s`` ahead), false-alarm episodes
     per 100 node-days, median lead, and the per-evaluation fpr on healthy steps.
 
     ``healthy (nodes, steps)`` marks healthy steps (``dataset.healthy_mask``); an evaluation
     counts as healthy when the last step of its history is healthy.  ``precursor`` flags
-    the failures that had a precursor (scored separately).  Warning episodes and false
-    alarms follow :func:`hpcguard.models.warning_eval.score_warnings`.
+    the failures that had a precursor (scored separately); with ``family`` (one per
+    failure) ``by_family`` gives the failures warned ≥ ``min_lead_s`` ahead per family.
+    Warning episodes and false alarms follow :func:`hpcguard.models.warning_eval.score_warnings`.
     """
     warn, end_time = scan["warn"], scan["window_end_time"]
     n_nodes, n_steps = healthy.shape
@@ -114,7 +153,8 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
     early = lead >= min_lead_s / 60.0
     pre = np.ones(ft.size, bool) if precursor is None else np.asarray(precursor, bool)
     node_days = n_nodes * n_steps * grid_s / 86400.0
-    return {"evaluations": int(warn.size), "healthy_evaluations": int(h.sum()), "false_positive_evaluations": fp,
+    by_family = {} if family is None else {"by_family": caught_by_family(family, early)}
+    return {**by_family, "evaluations": int(warn.size), "healthy_evaluations": int(h.sum()), "false_positive_evaluations": fp,
             "fpr_per_step": fp / max(int(h.sum()), 1), "failures": int(ft.size), "warned": int((~np.isnan(lead)).sum()),
             "warned_2min": int(early.sum()), "warned_2min_share": float(early.mean()) if ft.size else float("nan"),
             "precursor_failures": int(pre.sum()), "precursor_warned_2min": int(early[pre].sum()),
