@@ -514,7 +514,7 @@ def _markdown(result: dict) -> str:
                   "| family | failures | LSTM vote | single 2-min network | online warned |", "|---|---|---|---|---|"]
         for f, c in result["by_family"].items():
             o = online.get(f)
-            lines.append(f"| {f or 'unknown'} | {c['failures']} | {c['lstm-vote']} | {c['single-network@2min']} | "
+            lines.append(f"| {f} | {c['failures']} | {c['lstm-vote']} | {c['single-network@2min']} | "
                          + (f"{o['caught']}/{o['failures']} |" if o else "– |"))
     for name, kinds in result.get("false_positives_by_look_alike", {}).items():
         if kinds:
