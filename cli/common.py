@@ -1,6 +1,8 @@
-"""Options shared by every command that talks to Kafka."""
+"""Options shared by every command that talks to Kafka, and the cache directory of trained/simulated artefacts."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -44,3 +46,13 @@ def load_settings(config: Optional[str] = None, bootstrap: Optional[str] = None,
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
         raise  # unreachable: fail exits
+
+
+def cache_root(explicit: Optional[str] = None) -> Path:
+    """``explicit`` (a ``--cache-dir``), else ``$HPCGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcguard``
+    (~/.cache/hpcguard): where the demo's models and the simulated prior histories are kept."""
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("HPCGUARD_CACHE_DIR"):
+        return Path(os.environ["HPCGUARD_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcguard"

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hpcguard.cli.common import cache_root
 from hpcguard.connectors.model_store import code_digest
 from hpcguard.settings import KafkaSettings, Settings
 from hpcguard.streams.topics import TopicNames
@@ -123,15 +124,6 @@ def read_topic(k: KafkaSettings, topic: str, timeout_ms: int = 2000) -> list[tup
 
 
 # -- models the demo trains, cached by what they were trained from ---------------------
-def cache_root(cfg: DemoConfig) -> Path:
-    """``--cache-dir``, else ``$HPCGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcguard`` (~/.cache/hpcguard)."""
-    if cfg.cache_dir:
-        return Path(cfg.cache_dir)
-    if os.environ.get("HPCGUARD_CACHE_DIR"):
-        return Path(os.environ["HPCGUARD_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcguard"
-
-
 def demo_model(cfg: DemoConfig, workdir: Path) -> tuple[str, bool]:
     """The demo's detector trained on a separate history of the same simulator: from the
     cache when one with the same parameters and code exists, else trained and cached.
@@ -145,7 +137,7 @@ def demo_model(cfg: DemoConfig, workdir: Path) -> tuple[str, bool]:
         from hpcguard.connectors.mapping import SensorMapping
 
         key += f"-m{SensorMapping.load(cfg.sensor_map).digest[:8]}"
-    cached = cache_root(cfg) / "demo-models" / key
+    cached = cache_root(cfg.cache_dir) / "demo-models" / key
     if (cached / "COMPLETE").exists():
         _say(cfg, f"{cfg.detector} detector from the cache: {cached}")
         return str(cached), True

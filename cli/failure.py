@@ -64,6 +64,37 @@ def _load_mapping(path: Optional[str]):
         fail(f"cannot load sensor map {path or '(default)'}: {exc}")
 
 
+# The simulated prior's histories: the shape whose gain docs/results.md measures.
+PRIOR_NODES, PRIOR_HOURS, PRIOR_MTBF_HOURS = 48, 24.0, 8.0
+
+
+def _simulated_prior(profile: str, histories: int, cache: Optional[str]) -> tuple[str, ...]:
+    """``histories`` simulated histories of ``profile`` (seeds 1..K), generated once under the cache."""
+    from hpcguard.cli.common import cache_root
+
+    root = cache_root(cache) / "simulated-prior"
+    return tuple(_profile_data(root, profile, PRIOR_NODES, PRIOR_HOURS, 1 + k, PRIOR_MTBF_HOURS)
+                 for k in range(histories))
+
+
+def _prior_recorded(rec: Recorded, end: float, absent: list[str]) -> Recorded:
+    """A simulated history made to sit beside a site's own: shifted in time to end where the
+    site's history ends (so the time-based splits take the later part of both), and without
+    the canonical sensors the site does not have (the networks must not lean on them)."""
+    import numpy as np
+
+    from hpcguard.models.features import CANONICAL_SENSORS
+
+    shift = end - (rec.t0 + 15.0 * rec.values.shape[1])
+    values = rec.values.copy()
+    for name in absent:
+        values[..., CANONICAL_SENSORS.index(name)] = np.nan
+    look = rec.look_alikes
+    if look is not None:
+        look = (look[0], look[1] + shift, look[2] + shift)
+    return rec._replace(values=values, t0=rec.t0 + shift, failure_times=rec.failure_times + shift, look_alikes=look)
+
+
 def _load_recorded(data_dir: str, grid_s: float = 15.0, mapping=None) -> Recorded:
     """Sensor grid, failures (with precursor flags), benign look-alikes and coverage of a directory."""
     import csv
@@ -134,8 +165,14 @@ def _progress(disabled: bool):
 def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_ratio: float = 10.0,
                  calibration_ok: int = 20000, target_fpr: Optional[float] = None, mc_splits: int = 3,
                  persistence: int = 1, allow_missing: tuple[str, ...] = (), hard_negatives: bool = True,
-                 progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0):
-    """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``."""
+                 progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0,
+                 prior: tuple[str, ...] = ()):
+    """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
+
+    ``prior``: simulated history directories trained on beside the site's own ``data`` (see
+    :func:`_prior_recorded`); coverage, the missing-sensor check and the voter's healthy
+    calibration events come from ``data`` alone, so the threshold's fpr is the site's.
+    """
     import hashlib
 
     import numpy as np
@@ -165,6 +202,16 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
         fail(f"sensor(s) {', '.join(absent)} have no value in the training data: check --sensor-map (coverage "
              "report above), or pass --allow-missing NAME to train without them (their features then carry "
              "no information: paper features are filled with 0, site features are 0 with the missing mask 1)")
+    own = len(recs)
+    if prior:
+        from hpcguard.connectors.mapping import SensorMapping
+
+        absent_here = [s for s, share in coverage["shares"].items() if not share]
+        end = max(rec.t0 + 15.0 * rec.values.shape[1] for rec in recs)
+        for d in prior:
+            note(f"loading simulated prior {d}")
+            recs = recs + [_prior_recorded(_load_recorded(d, mapping=SensorMapping.load(None)), end, absent_here)]
+    data = list(data) + list(prior)
     parts, calib = [], []
     for k, (d, rec) in enumerate(zip(data, recs)):
         note(f"events of {d}")
@@ -179,11 +226,11 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
         voter_start = voter_period_start(events)
     except ValueError as exc:
         fail(f"too few failures to train: {exc}")
-    for k, (d, rec) in enumerate(zip(data, recs)):
+    for k, (d, rec) in enumerate(zip(data[:own], recs[:own])):
         note(f"healthy calibration events of {d}")
         # healthy events of the voter's (later) period only: its fpr threshold needs many of them
         cal = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times, features=fs,
-                           max_ok=calibration_ok // len(data), seed=seed + 1000 + k, ok_after=voter_start)
+                           max_ok=calibration_ok // own, seed=seed + 1000 + k, ok_after=voter_start)
         calib.append(cal.subset(np.flatnonzero(cal.labels == 0)))
     calibration = Events.concat(calib)
     augment = []
@@ -209,7 +256,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                                              "validation_ok", "tpr_ci95", "fpr_ci95", "split")}
     metrics = {"lstm": lstm, "networks": [{k: r[k] for k in ("lead_minutes", "cv_tpr", "cv_fpr", "val_loss")}
                                           for r in report["networks"]], "training": report}
-    meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data],
+    meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data[:own]],
+            "simulated_prior_dirs": [str(Path(d).resolve()) for d in prior],
             "training_data_sha256": digest, "sensor_map_sha256": map_digest, "features": fs.name,
             "history_steps": ensemble.history_steps, "persistence": persistence,
             "positive_shifts": positive_shifts,
@@ -249,6 +297,15 @@ def train_failure(
     positive_shifts: int = typer.Option(0, "--positive-shifts", min=0, help="Also train the networks on each "
                                         "failure's windows 1..N steps (15 s) earlier (more positives when a "
                                         "site has few failures; the voter sees each failure once)."),
+    simulated_prior: int = typer.Option(0, "--simulated-prior", min=0, max=99, help="Also train on K simulated "
+                                        f"histories of --prior-profile ({PRIOR_NODES} nodes × {PRIOR_HOURS:g} h each, "
+                                        "generated once into the cache): borrowed failures for a site with little "
+                                        "history.  Coverage and the LSTM threshold's healthy events stay the "
+                                        "site's own (docs/results.md measures the gain)."),
+    prior_profile: str = typer.Option("mixed", "--prior-profile", help="Simulator profile of the prior "
+                                      "(hpcguard simulate telemetry --profile)."),
+    cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="Where the simulated prior is kept "
+                                            "(default $HPCGUARD_CACHE_DIR, else ~/.cache/hpcguard)."),
     as_json: bool = typer.Option(False, "--json", help="Print the training report as JSON."),
 ) -> None:
     """Train the six lead-time networks and the LSTM voter on recorded telemetry.
@@ -261,10 +318,15 @@ def train_failure(
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
+        if simulated_prior:
+            bar.update(task, description=f"simulating {simulated_prior} {prior_profile} prior histories")
+        prior = _simulated_prior(prior_profile, simulated_prior, cache_dir)
         ensemble, report, meta, coverage = _train_model(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
-            positive_shifts=positive_shifts)
+            positive_shifts=positive_shifts, prior=prior)
+        meta["simulated_prior"] = ({"profile": prior_profile, "histories": simulated_prior, "nodes": PRIOR_NODES,
+                                    "hours": PRIOR_HOURS, "mtbf_hours": PRIOR_MTBF_HOURS} if prior else None)
         site_map = sensor_map or Settings.load().worker.sensor_map
         meta["sensor_map"] = str(Path(site_map).resolve()) if site_map else "default"
         bar.update(task, description="writing model")
@@ -276,7 +338,8 @@ def train_failure(
     summary = {"model": str(out), "version": ensemble.version, "features": meta["features"],
                "history_steps": ensemble.history_steps, "events": report["events"], "failures": report["failures"],
                "hard_negatives": meta["hard_negatives"], "lstm_threshold": ensemble.threshold, **lstm,
-               "sensor_map_sha256": meta["sensor_map_sha256"], "coverage": coverage["shares"],
+               "sensor_map_sha256": meta["sensor_map_sha256"], "simulated_prior": meta["simulated_prior"],
+               "coverage": coverage["shares"],
                "coverage_warnings": coverage["warnings"], "networks": meta["metrics"]["networks"]}
     if as_json:
         emit_json(summary)

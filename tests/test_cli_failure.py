@@ -232,3 +232,45 @@ def test_cross_profile_trains_each_profile_on_k_histories(tmp_path):
 def test_cross_profile_needs_two_profiles(tmp_path):
     r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "two distinct profiles" in r.output
+
+
+def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshold_data(tmp_path, monkeypatch):
+    """--simulated-prior: the prior's failures are trained on; coverage and healthy calibration stay the site's."""
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    monkeypatch.setattr(cli_failure, "PRIOR_NODES", 8)
+    monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 3.0)
+    monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
+    site = tmp_path / "site"
+    simulate_telemetry(str(site), nodes=8, hours=3, seed=5, mtbf_hours=0.5, io=False)
+    base = ["train", "failure", "--data", str(site), "--mc-splits", "1", "--calibration-ok", "400", "--json"]
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "own")])
+    assert r.exit_code == 0, r.output
+    own = json.loads(r.stdout)
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "prior"), "--simulated-prior", "2", "--prior-profile",
+                                   "mixed", "--cache-dir", str(tmp_path / "cache")])
+    assert r.exit_code == 0, r.output
+    with_prior = json.loads(r.stdout)
+    assert with_prior["simulated_prior"] == {"profile": "mixed", "histories": 2, "nodes": 8, "hours": 3.0,
+                                             "mtbf_hours": 0.5} and own["simulated_prior"] is None
+    assert with_prior["failures"] > own["failures"] and with_prior["version"] != own["version"]
+    assert with_prior["coverage"] == own["coverage"]              # the site's own data, not the prior's
+    prior_dirs = sorted((tmp_path / "cache" / "simulated-prior" / "data").iterdir())
+    assert [d.name for d in prior_dirs] == ["mixed-n8-h3-s1-m0.5-noio", "mixed-n8-h3-s2-m0.5-noio"]
+    meta = json.loads((tmp_path / "prior" / "manifest.json").read_text())["metadata"]
+    assert meta["data_dirs"] == [str(site.resolve())]
+    assert meta["simulated_prior_dirs"] == [str(d.resolve()) for d in prior_dirs]
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "bad"), "--simulated-prior", "1", "--prior-profile", "nope",
+                                   "--cache-dir", str(tmp_path / "cache")])
+    assert r.exit_code != 0 and "nope" in r.output
+
+
+def test_prior_recorded_ends_with_the_site_and_lacks_what_the_site_lacks():
+    v = np.ones((2, 8, 10))
+    rec = cli_failure.Recorded(v, 100.0, np.array([1]), np.array([160.0]), ["a", "b"],
+                               look_alikes=(np.array([0]), np.array([110.0]), np.array([130.0])))
+    out = cli_failure._prior_recorded(rec, end=1000.0, absent=["psu_temp"])
+    assert out.t0 + 15.0 * 8 == 1000.0 and out.failure_times[0] - out.t0 == 60.0
+    assert out.look_alikes[1][0] - out.t0 == 10.0 and out.look_alikes[2][0] - out.t0 == 30.0
+    assert np.isnan(out.values[..., 3]).all() and not np.isnan(np.delete(out.values, 3, axis=-1)).any()
+    assert not np.isnan(v).any()                                   # the loaded history is not edited in place
