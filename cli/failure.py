@@ -68,13 +68,62 @@ def _load_mapping(path: Optional[str]):
 PRIOR_NODES, PRIOR_HOURS, PRIOR_MTBF_HOURS = 48, 24.0, 8.0
 
 
-def _simulated_prior(profile: str, histories: int, cache: Optional[str]) -> tuple[str, ...]:
-    """``histories`` simulated histories of ``profile`` (seeds 1..K), generated once under the cache."""
-    from hpcguard.cli.common import cache_root
+def _simulated_prior(profile: str, histories: int, cache: Optional[str], progress=None) -> list[tuple[Path, Recorded]]:
+    """``histories`` simulated histories of ``profile`` (seeds 1..K) as ``(file, Recorded)``.
 
-    root = cache_root(cache) / "simulated-prior"
-    return tuple(_profile_data(root, profile, PRIOR_NODES, PRIOR_HOURS, 1 + k, PRIOR_MTBF_HOURS)
-                 for k in range(histories))
+    Each is simulated once, read with the packaged mapping (the simulator's BMC names) and kept
+    as a compact ``.npz`` of its canonical grid and labels (about 11 MB, against 250 MB of raw
+    files) under ``cache_root(cache)/simulated-prior``, keyed by the model code's digest so a
+    simulator change regenerates it.
+    """
+    import tempfile
+
+    from hpcguard.cli.common import cache_root
+    from hpcguard.connectors.mapping import SensorMapping
+    from hpcguard.connectors.model_store import code_digest
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    root = (cache_root(cache) / "simulated-prior"
+            / f"{profile}-n{PRIOR_NODES}-h{PRIOR_HOURS:g}-m{PRIOR_MTBF_HOURS:g}-{code_digest()}")
+    out = []
+    for seed in range(1, histories + 1):
+        f = root / f"s{seed}.npz"
+        if not f.is_file():
+            (progress or (lambda m: None))(f"simulating prior history {seed}/{histories} ({profile})")
+            root.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                try:
+                    simulate_telemetry(tmp, nodes=PRIOR_NODES, hours=PRIOR_HOURS, seed=seed, profile=profile,
+                                       io=False, mtbf_hours=PRIOR_MTBF_HOURS)
+                except (TypeError, ValueError) as exc:
+                    fail(f"cannot simulate profile {profile!r}: {exc}")
+                _save_recorded(_load_recorded(tmp, mapping=SensorMapping.load(None)), Path(tmp) / "rec.npz")
+                Path(tmp, "rec.npz").replace(f)   # atomic: a concurrent run sees a whole file or none
+        out.append((f, _read_recorded(f)))
+    return out
+
+
+def _save_recorded(rec: Recorded, path: Path) -> None:
+    """A loaded history as one ``.npz`` (no pickles): grid, labels, look-alikes."""
+    import numpy as np
+
+    look = rec.look_alikes if rec.look_alikes is not None else (np.zeros(0, int), np.zeros(0), np.zeros(0))
+    np.savez_compressed(path, values=rec.values.astype(np.float32), t0=rec.t0, failure_nodes=rec.failure_nodes,
+                        failure_times=rec.failure_times, nodes=np.array(rec.nodes, dtype=str),
+                        precursor=np.asarray(rec.precursor, bool), look_nodes=look[0], look_starts=look[1],
+                        look_ends=look[2], family=np.array(rec.family if rec.family is not None else [], dtype=str),
+                        look_kinds=np.array(rec.look_alike_kinds if rec.look_alike_kinds is not None else [],
+                                            dtype=str))
+
+
+def _read_recorded(path: Path) -> Recorded:
+    """:func:`_save_recorded`'s file back as a :class:`Recorded` (grid as float64, as loaded)."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as z:
+        return Recorded(z["values"].astype(float), float(z["t0"]), z["failure_nodes"], z["failure_times"],
+                        z["nodes"].tolist(), z["precursor"], (z["look_nodes"], z["look_starts"], z["look_ends"]),
+                        None, z["family"].tolist() or None, z["look_kinds"].tolist() or None)
 
 
 def _prior_recorded(rec: Recorded, end: float, absent: list[str]) -> Recorded:
@@ -166,10 +215,10 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                  calibration_ok: int = 20000, target_fpr: Optional[float] = None, mc_splits: int = 3,
                  persistence: int = 1, allow_missing: tuple[str, ...] = (), hard_negatives: bool = True,
                  progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0,
-                 prior: tuple[str, ...] = ()):
+                 prior: tuple[tuple[Path, Recorded], ...] = ()):
     """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
 
-    ``prior``: simulated history directories trained on beside the site's own ``data`` (see
+    ``prior``: simulated ``(file, history)`` pairs trained on beside the site's own ``data`` (see
     :func:`_prior_recorded`); coverage, the missing-sensor check and the voter's healthy
     calibration events come from ``data`` alone, so the threshold's fpr is the site's.
     """
@@ -179,7 +228,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     import torch
 
     from hpcguard import __version__
-    from hpcguard.connectors.model_store import digest_dirs
+    from hpcguard.connectors.model_store import digest_dirs, digest_files
     from hpcguard.models.failure.dataset import Events, build_events
     from hpcguard.models.failure.training import train_ensemble, voter_period_start
     from hpcguard.models.features import feature_set
@@ -204,14 +253,11 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
              "no information: paper features are filled with 0, site features are 0 with the missing mask 1)")
     own = len(recs)
     if prior:
-        from hpcguard.connectors.mapping import SensorMapping
-
         absent_here = [s for s, share in coverage["shares"].items() if not share]
         end = max(rec.t0 + 15.0 * rec.values.shape[1] for rec in recs)
-        for d in prior:
-            note(f"loading simulated prior {d}")
-            recs = recs + [_prior_recorded(_load_recorded(d, mapping=SensorMapping.load(None)), end, absent_here)]
-    data = list(data) + list(prior)
+        recs = recs + [_prior_recorded(rec, end, absent_here) for _, rec in prior]
+    prior_files = [f for f, _ in prior]
+    data = list(data) + [str(f) for f in prior_files]
     parts, calib = [], []
     for k, (d, rec) in enumerate(zip(data, recs)):
         note(f"events of {d}")
@@ -247,7 +293,9 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                                           progress=lambda m: note(f"training {m}"))
     except ValueError as exc:
         fail(str(exc))
-    digest = digest_dirs(data)
+    digest = digest_dirs(data[:own])
+    if prior_files:
+        digest = hashlib.sha256(f"{digest}|{digest_files(prior_files)}".encode()).hexdigest()
     map_digest = mapping.digest
     tag = hashlib.sha256(f"{digest}|{map_digest}|{fs.name}|{fs.history_steps}|{persistence}|{positive_shifts}"
                          .encode()).hexdigest()[:12]
@@ -257,7 +305,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     metrics = {"lstm": lstm, "networks": [{k: r[k] for k in ("lead_minutes", "cv_tpr", "cv_fpr", "val_loss")}
                                           for r in report["networks"]], "training": report}
     meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data[:own]],
-            "simulated_prior_dirs": [str(Path(d).resolve()) for d in prior],
+            "simulated_prior_files": [str(f.resolve()) for f in prior_files],
             "training_data_sha256": digest, "sensor_map_sha256": map_digest, "features": fs.name,
             "history_steps": ensemble.history_steps, "persistence": persistence,
             "positive_shifts": positive_shifts,
@@ -297,7 +345,7 @@ def train_failure(
     positive_shifts: int = typer.Option(0, "--positive-shifts", min=0, help="Also train the networks on each "
                                         "failure's windows 1..N steps (15 s) earlier (more positives when a "
                                         "site has few failures; the voter sees each failure once)."),
-    simulated_prior: int = typer.Option(0, "--simulated-prior", min=0, max=99, help="Also train on K simulated "
+    simulated_prior: int = typer.Option(0, "--simulated-prior", min=0, max=400, help="Also train on K simulated "
                                         f"histories of --prior-profile ({PRIOR_NODES} nodes × {PRIOR_HOURS:g} h each, "
                                         "generated once into the cache): borrowed failures for a site with little "
                                         "history.  Coverage and the LSTM threshold's healthy events stay the "
@@ -318,9 +366,8 @@ def train_failure(
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
-        if simulated_prior:
-            bar.update(task, description=f"simulating {simulated_prior} {prior_profile} prior histories")
-        prior = _simulated_prior(prior_profile, simulated_prior, cache_dir)
+        prior = _simulated_prior(prior_profile, simulated_prior, cache_dir,
+                                 progress=lambda m: bar.update(task, description=m))
         ensemble, report, meta, coverage = _train_model(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),

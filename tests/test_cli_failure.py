@@ -255,11 +255,19 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
                                              "mtbf_hours": 0.5} and own["simulated_prior"] is None
     assert with_prior["failures"] > own["failures"] and with_prior["version"] != own["version"]
     assert with_prior["coverage"] == own["coverage"]              # the site's own data, not the prior's
-    prior_dirs = sorted((tmp_path / "cache" / "simulated-prior" / "data").iterdir())
-    assert [d.name for d in prior_dirs] == ["mixed-n8-h3-s1-m0.5-noio", "mixed-n8-h3-s2-m0.5-noio"]
+    (prior_dir,) = (tmp_path / "cache" / "simulated-prior").iterdir()
+    assert prior_dir.name.startswith("mixed-n8-h3-m0.5-")
+    prior_files = sorted(prior_dir.iterdir())                     # compact grids, no raw files left behind
+    assert [f.name for f in prior_files] == ["s1.npz", "s2.npz"]
     meta = json.loads((tmp_path / "prior" / "manifest.json").read_text())["metadata"]
     assert meta["data_dirs"] == [str(site.resolve())]
-    assert meta["simulated_prior_dirs"] == [str(d.resolve()) for d in prior_dirs]
+    assert meta["simulated_prior_files"] == [str(f.resolve()) for f in prior_files]
+    stamp = [f.stat().st_mtime for f in prior_files]
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "again"), "--simulated-prior", "2", "--cache-dir",
+                                   str(tmp_path / "cache")])
+    assert r.exit_code == 0, r.output                              # the cached prior is reused, same model version
+    assert [f.stat().st_mtime for f in prior_files] == stamp
+    assert json.loads(r.stdout)["version"] == with_prior["version"]
     r = runner.invoke(app, base + ["--out", str(tmp_path / "bad"), "--simulated-prior", "1", "--prior-profile", "nope",
                                    "--cache-dir", str(tmp_path / "cache")])
     assert r.exit_code != 0 and "nope" in r.output
@@ -274,3 +282,17 @@ def test_prior_recorded_ends_with_the_site_and_lacks_what_the_site_lacks():
     assert out.look_alikes[1][0] - out.t0 == 10.0 and out.look_alikes[2][0] - out.t0 == 30.0
     assert np.isnan(out.values[..., 3]).all() and not np.isnan(np.delete(out.values, 3, axis=-1)).any()
     assert not np.isnan(v).any()                                   # the loaded history is not edited in place
+
+
+def test_a_loaded_history_survives_the_prior_cache(tmp_path, recorded):
+    """_save_recorded → _read_recorded keeps the grid (float32), labels, families and look-alikes."""
+    rec = cli_failure._load_recorded(str(recorded / "test"))
+    cli_failure._save_recorded(rec, tmp_path / "r.npz")
+    back = cli_failure._read_recorded(tmp_path / "r.npz")
+    np.testing.assert_allclose(back.values, rec.values.astype(np.float32), equal_nan=True)
+    assert back.t0 == rec.t0 and back.nodes == rec.nodes and back.family == rec.family
+    assert back.look_alike_kinds == rec.look_alike_kinds
+    for a, b in zip(back.look_alikes, rec.look_alikes):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(back.failure_times, rec.failure_times)
+    np.testing.assert_array_equal(back.precursor, rec.precursor)
