@@ -72,7 +72,7 @@ def _simulated_prior(profile: str, histories: int, cache: Optional[str], progres
     """``histories`` simulated histories of ``profile`` (seeds 1..K) as ``(file, Recorded)``.
 
     Each is simulated once, read with the packaged mapping (the simulator's BMC names) and kept
-    as a compact ``.npz`` of its canonical grid and labels (about 11 MB, against 250 MB of raw
+    as a compact ``.npz`` of its canonical grid and labels (about 6 MB, against 250 MB of raw
     files) under ``cache_root(cache)/simulated-prior``, keyed by the model code's digest so a
     simulator change regenerates it.
     """
