@@ -81,8 +81,9 @@ def _simulated_prior(profile: str, histories: int, cache: Optional[str], progres
     from hpcguard.cli.common import cache_root
     from hpcguard.connectors.mapping import SensorMapping
     from hpcguard.connectors.model_store import code_digest
-    from hpcguard.simulators.telemetry import simulate_telemetry
 
+    if not histories:
+        return []
     root = (cache_root(cache) / "simulated-prior"
             / f"{profile}-n{PRIOR_NODES}-h{PRIOR_HOURS:g}-m{PRIOR_MTBF_HOURS:g}-{code_digest()}")
     out = []
@@ -92,12 +93,8 @@ def _simulated_prior(profile: str, histories: int, cache: Optional[str], progres
             (progress or (lambda m: None))(f"simulating prior history {seed}/{histories} ({profile})")
             root.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=root) as tmp:
-                try:
-                    simulate_telemetry(tmp, nodes=PRIOR_NODES, hours=PRIOR_HOURS, seed=seed, profile=profile,
-                                       io=False, mtbf_hours=PRIOR_MTBF_HOURS)
-                except (TypeError, ValueError) as exc:
-                    fail(f"cannot simulate profile {profile!r}: {exc}")
-                _save_recorded(_load_recorded(tmp, mapping=SensorMapping.load(None)), Path(tmp) / "rec.npz")
+                raw = _profile_data(Path(tmp), profile, PRIOR_NODES, PRIOR_HOURS, seed, PRIOR_MTBF_HOURS)
+                _save_recorded(_load_recorded(raw, mapping=SensorMapping.load(None)), Path(tmp) / "rec.npz")
                 Path(tmp, "rec.npz").replace(f)   # atomic: a concurrent run sees a whole file or none
         out.append((f, _read_recorded(f)))
     return out
@@ -135,7 +132,7 @@ def _prior_recorded(rec: Recorded, end: float, absent: list[str]) -> Recorded:
     from hpcguard.models.features import CANONICAL_SENSORS
 
     shift = end - (rec.t0 + 15.0 * rec.values.shape[1])
-    values = rec.values.copy()
+    values = rec.values.copy() if absent else rec.values   # K histories of ~20 MB: copy only to blank
     for name in absent:
         values[..., CANONICAL_SENSORS.index(name)] = np.nan
     look = rec.look_alikes

@@ -236,13 +236,23 @@ def test_cross_profile_needs_two_profiles(tmp_path):
 
 def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshold_data(tmp_path, monkeypatch):
     """--simulated-prior: the prior's failures are trained on; coverage and healthy calibration stay the site's."""
+    from hpcguard.models.failure import dataset
     from hpcguard.simulators.telemetry import simulate_telemetry
 
     monkeypatch.setattr(cli_failure, "PRIOR_NODES", 8)
     monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 3.0)
     monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
-    site = tmp_path / "site"
-    simulate_telemetry(str(site), nodes=8, hours=3, seed=5, mtbf_hours=0.5, io=False)
+    calibration_nodes = []                                         # node count of each history calibrated on
+    build_events = dataset.build_events
+
+    def spy(values, *args, **kwargs):
+        if kwargs.get("ok_after") is not None:
+            calibration_nodes.append(values.shape[0])
+        return build_events(values, *args, **kwargs)
+
+    monkeypatch.setattr(dataset, "build_events", spy)
+    site = tmp_path / "site"                                       # 6 nodes: told apart from the 8-node prior
+    simulate_telemetry(str(site), nodes=6, hours=3, seed=5, mtbf_hours=0.5, io=False)
     base = ["train", "failure", "--data", str(site), "--mc-splits", "1", "--calibration-ok", "400", "--json"]
     r = runner.invoke(app, base + ["--out", str(tmp_path / "own")])
     assert r.exit_code == 0, r.output
@@ -251,6 +261,7 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
                                    "mixed", "--cache-dir", str(tmp_path / "cache")])
     assert r.exit_code == 0, r.output
     with_prior = json.loads(r.stdout)
+    assert calibration_nodes == [6, 6]                             # both runs: the site's own history only
     assert with_prior["simulated_prior"] == {"profile": "mixed", "histories": 2, "nodes": 8, "hours": 3.0,
                                              "mtbf_hours": 0.5} and own["simulated_prior"] is None
     assert with_prior["failures"] > own["failures"] and with_prior["version"] != own["version"]
