@@ -77,6 +77,7 @@ def _simulated_prior(profile: str, histories: int, cache: Optional[str], progres
     simulator change regenerates it.
     """
     import tempfile
+    import zipfile
 
     from hpcguard.cli.common import cache_root
     from hpcguard.connectors.mapping import SensorMapping
@@ -89,14 +90,24 @@ def _simulated_prior(profile: str, histories: int, cache: Optional[str], progres
     out = []
     for seed in range(1, histories + 1):
         f = root / f"s{seed}.npz"
-        if not f.is_file():
+        try:
+            rec = _read_recorded(f) if f.is_file() else None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            rec = None   # damaged (disk full, edited): simulate it again rather than fail or train on it
+        if rec is None:
             (progress or (lambda m: None))(f"simulating prior history {seed}/{histories} ({profile})")
-            root.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=root) as tmp:
-                raw = _profile_data(Path(tmp), profile, PRIOR_NODES, PRIOR_HOURS, seed, PRIOR_MTBF_HOURS)
-                _save_recorded(_load_recorded(raw, mapping=SensorMapping.load(None)), Path(tmp) / "rec.npz")
-                Path(tmp, "rec.npz").replace(f)   # atomic: a concurrent run sees a whole file or none
-        out.append((f, _read_recorded(f)))
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryDirectory(dir=root) as tmp:
+                    raw = _profile_data(Path(tmp), profile, PRIOR_NODES, PRIOR_HOURS, seed, PRIOR_MTBF_HOURS)
+                    rec = _load_recorded(raw, mapping=SensorMapping.load(None))
+                    _save_recorded(rec, Path(tmp) / "rec.npz")
+                    Path(tmp, "rec.npz").replace(f)   # atomic: a concurrent run sees a whole file or none
+            except OSError as exc:
+                fail(f"cannot cache the simulated prior under {root}: {exc} (choose a writable --cache-dir "
+                     f"or $HPCGUARD_CACHE_DIR)")
+            rec = _read_recorded(f)   # as every later run reads it (float32 grid), so reruns train alike
+        out.append((f, rec))
     return out
 
 

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from hpcguard.connectors.coverage import coverage_of_grid
@@ -282,6 +283,22 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
     r = runner.invoke(app, base + ["--out", str(tmp_path / "bad"), "--simulated-prior", "1", "--prior-profile", "nope",
                                    "--cache-dir", str(tmp_path / "cache")])
     assert r.exit_code != 0 and "nope" in r.output
+
+
+def test_a_damaged_prior_file_is_simulated_again_and_an_unwritable_cache_is_a_clear_error(tmp_path, monkeypatch,
+                                                                                           capsys):
+    monkeypatch.setattr(cli_failure, "PRIOR_NODES", 4)
+    monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 2.0)
+    monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
+    ((first, rec),) = cli_failure._simulated_prior("mixed", 1, str(tmp_path / "cache"))
+    first.write_bytes(first.read_bytes()[:1000])                   # a file cut short (disk full, killed copy)
+    ((again, back),) = cli_failure._simulated_prior("mixed", 1, str(tmp_path / "cache"))
+    assert again == first and np.array_equal(back.values, rec.values, equal_nan=True)
+    assert np.array_equal(back.failure_times, rec.failure_times)
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(typer.Exit):
+        cli_failure._simulated_prior("mixed", 1, str(tmp_path / "file"))
+    assert "cannot cache the simulated prior" in capsys.readouterr().err
 
 
 def test_prior_recorded_ends_with_the_site_and_lacks_what_the_site_lacks():
