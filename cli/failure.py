@@ -361,7 +361,8 @@ def train_failure(
     prior_profile: str = typer.Option("mixed", "--prior-profile", help="Simulator profile of the prior "
                                       "(hpcguard simulate telemetry --profile)."),
     cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="Where the simulated prior is kept "
-                                            "(default $HPCGUARD_CACHE_DIR, else ~/.cache/hpcguard)."),
+                                            "(default $HPCGUARD_CACHE_DIR, else ~/.cache/hpcguard); a damaged "
+                                            "file there is simulated again."),
     as_json: bool = typer.Option(False, "--json", help="Print the training report as JSON."),
 ) -> None:
     """Train the six lead-time networks and the LSTM voter on recorded telemetry.
