@@ -305,8 +305,10 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     if prior_files:
         digest = hashlib.sha256(f"{digest}|{digest_files(prior_files)}".encode()).hexdigest()
     map_digest = mapping.digest
-    tag = hashlib.sha256(f"{digest}|{map_digest}|{fs.name}|{fs.history_steps}|{persistence}|{positive_shifts}"
-                         .encode()).hexdigest()[:12]
+    # every option that changes the weights or the threshold: two different models never share a version
+    options = (f"{fs.name}|{fs.history_steps}|{persistence}|{positive_shifts}|{ok_ratio:g}|{calibration_ok}|"
+               f"{target_fpr!r}|{mc_splits}|{hard_negatives}|{','.join(sorted(allow_missing))}")
+    tag = hashlib.sha256(f"{digest}|{map_digest}|{options}".encode()).hexdigest()[:12]
     ensemble.version = f"failure-ensemble-{fs.name}-{tag}-s{seed}"
     lstm = {k: report["voter"][k] for k in ("threshold", "tpr", "fpr", "auc", "validation_failures",
                                              "validation_ok", "tpr_ci95", "fpr_ci95", "split")}

@@ -280,6 +280,10 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
     assert r.exit_code == 0, r.output                              # the cached prior is reused, same model version
     assert [f.stat().st_mtime for f in prior_files] == stamp
     assert json.loads(r.stdout)["version"] == with_prior["version"]
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "stricter"), "--simulated-prior", "2", "--cache-dir",
+                                   str(tmp_path / "cache"), "--target-fpr", "1e-3"])
+    assert r.exit_code == 0, r.output                              # another threshold is another model
+    assert json.loads(r.stdout)["version"] != with_prior["version"]
     r = runner.invoke(app, base + ["--out", str(tmp_path / "bad"), "--simulated-prior", "1", "--prior-profile", "nope",
                                    "--cache-dir", str(tmp_path / "cache")])
     assert r.exit_code != 0 and "nope" in r.output
