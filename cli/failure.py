@@ -91,23 +91,21 @@ def _simulated_prior(profile: str, histories: int, cache: Optional[str], progres
     for seed in range(1, histories + 1):
         f = root / f"s{seed}.npz"
         try:
-            rec = _read_recorded(f) if f.is_file() else None
+            out.append((f, _read_recorded(f)))
+            continue
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-            rec = None   # damaged (disk full, edited): simulate it again rather than fail or train on it
-        if rec is None:
-            (progress or (lambda m: None))(f"simulating prior history {seed}/{histories} ({profile})")
-            try:
-                root.mkdir(parents=True, exist_ok=True)
-                with tempfile.TemporaryDirectory(dir=root) as tmp:
-                    raw = _profile_data(Path(tmp), profile, PRIOR_NODES, PRIOR_HOURS, seed, PRIOR_MTBF_HOURS)
-                    rec = _load_recorded(raw, mapping=SensorMapping.load(None))
-                    _save_recorded(rec, Path(tmp) / "rec.npz")
-                    Path(tmp, "rec.npz").replace(f)   # atomic: a concurrent run sees a whole file or none
-            except OSError as exc:
-                fail(f"cannot cache the simulated prior under {root}: {exc} (choose a writable --cache-dir "
-                     f"or $HPCGUARD_CACHE_DIR)")
-            rec = _read_recorded(f)   # as every later run reads it (float32 grid), so reruns train alike
-        out.append((f, rec))
+            pass   # not there yet, or damaged (disk full, a killed copy): simulate it (again)
+        (progress or (lambda m: None))(f"simulating prior history {seed}/{histories} ({profile})")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=root) as tmp:
+                raw = _profile_data(Path(tmp), profile, PRIOR_NODES, PRIOR_HOURS, seed, PRIOR_MTBF_HOURS)
+                _save_recorded(_load_recorded(raw, mapping=SensorMapping.load(None)), Path(tmp) / "rec.npz")
+                Path(tmp, "rec.npz").replace(f)   # atomic: a concurrent run sees a whole file or none
+        except OSError as exc:
+            fail(f"cannot cache the simulated prior under {root}: {exc} (choose a writable --cache-dir "
+                 f"or $HPCGUARD_CACHE_DIR)")
+        out.append((f, _read_recorded(f)))   # as every later run reads it (float32 grid): reruns train alike
     return out
 
 
@@ -305,10 +303,13 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     if prior_files:
         digest = hashlib.sha256(f"{digest}|{digest_files(prior_files)}".encode()).hexdigest()
     map_digest = mapping.digest
-    # every option that changes the weights or the threshold: two different models never share a version
-    options = (f"{fs.name}|{fs.history_steps}|{persistence}|{positive_shifts}|{ok_ratio:g}|{calibration_ok}|"
-               f"{target_fpr!r}|{mc_splits}|{hard_negatives}|{','.join(sorted(allow_missing))}")
-    tag = hashlib.sha256(f"{digest}|{map_digest}|{options}".encode()).hexdigest()[:12]
+    # every option that changes the weights or the threshold, recorded in the manifest and digested
+    # into the version: two different models never share one
+    options = {"features": fs.name, "history_steps": ensemble.history_steps, "persistence": persistence,
+               "positive_shifts": positive_shifts, "seed": seed, "ok_ratio": ok_ratio,
+               "calibration_ok": calibration_ok, "target_fpr": target_fpr, "mc_splits": mc_splits,
+               "train_on_look_alikes": hard_negatives, "allow_missing": sorted(allow_missing)}
+    tag = hashlib.sha256(f"{digest}|{map_digest}|{json.dumps(options, sort_keys=True)}".encode()).hexdigest()[:12]
     ensemble.version = f"failure-ensemble-{fs.name}-{tag}-s{seed}"
     lstm = {k: report["voter"][k] for k in ("threshold", "tpr", "fpr", "auc", "validation_failures",
                                              "validation_ok", "tpr_ci95", "fpr_ci95", "split")}
@@ -316,12 +317,10 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                                           for r in report["networks"]], "training": report}
     meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data[:own]],
             "simulated_prior_files": [str(f.resolve()) for f in prior_files],
-            "training_data_sha256": digest, "sensor_map_sha256": map_digest, "features": fs.name,
-            "history_steps": ensemble.history_steps, "persistence": persistence,
-            "positive_shifts": positive_shifts,
+            "training_data_sha256": digest, "sensor_map_sha256": map_digest, **options,
             "coverage": coverage["shares"], "coverage_warnings": coverage["warnings"],
             "missing_sensors": [s for s, share in coverage["shares"].items() if not share],
-            "seed": seed, "ok_ratio": ok_ratio, "hard_negatives": int(events.hard.sum()),
+            "hard_negatives": int(events.hard.sum()),
             "events": report["events"], "failures": report["failures"], "metrics": metrics}
     return ensemble, report, meta, coverage
 

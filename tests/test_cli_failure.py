@@ -284,6 +284,11 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
                                    str(tmp_path / "cache"), "--target-fpr", "1e-3"])
     assert r.exit_code == 0, r.output                              # another threshold is another model
     assert json.loads(r.stdout)["version"] != with_prior["version"]
+    stricter = json.loads((tmp_path / "stricter" / "manifest.json").read_text())["metadata"]
+    assert stricter["target_fpr"] == 1e-3 and meta["target_fpr"] is None
+    assert {k: v for k, v in stricter.items() if k in ("mc_splits", "calibration_ok", "train_on_look_alikes",
+                                                       "allow_missing")} == \
+        {"mc_splits": 1, "calibration_ok": 400, "train_on_look_alikes": True, "allow_missing": []}
     r = runner.invoke(app, base + ["--out", str(tmp_path / "bad"), "--simulated-prior", "1", "--prior-profile", "nope",
                                    "--cache-dir", str(tmp_path / "cache")])
     assert r.exit_code != 0 and "nope" in r.output
