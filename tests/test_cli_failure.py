@@ -114,7 +114,26 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
         # every false positive is named by the look-alike episode it lies in, or 'none'
         kinds = result["false_positives_by_look_alike"][name]
         assert set(kinds) <= {"fan_dip", "psu_warm", "none"} and sum(kinds.values()) == by_row[name]["fp"]
+    # the vote and the 2-minute network at the target's fpr, threshold set on these healthy events
+    at = result["at_fpr"]
+    assert set(at) == {"lstm-vote", "single-network@2min"}
+    for name, a in at.items():
+        assert a["all"]["fpr_bound"] == 2e-4 and a["all"]["ok"] == by_row[name]["ok"]
+        assert a["all"]["false_positives"] <= int(2e-4 * a["all"]["ok"])
+        assert a["precursor"]["failures"] == result["precursor_failures"] and 0 <= a["all"]["tpr"] <= 1
     full = json.loads((report / "report.json").read_text())
+    # the targets are checked against the vote's row and the online scan, the met flags follow the values
+    targets = {t["target"]: t for t in full["targets"]}
+    vote = by_row["lstm-vote"]
+    assert targets["LSTM vote tpr"]["value"] == vote["tpr"]
+    assert targets["LSTM vote tpr"]["met"] == (vote["tpr"] >= 0.5 and vote["fpr"] <= 2e-4)
+    assert targets["LSTM vote tpr (precursor failures)"]["value"] == vote["tpr_precursor"]
+    alarms = targets["online: false-alarm episodes per 100 node-days"]
+    assert alarms["value"] == full["online"]["false_alarms_per_100_node_days"]
+    assert alarms["met"] == (alarms["value"] <= 2.0)
+    assert targets["online: precursor failures warned >= 2 min ahead"]["value"] == \
+        full["online"]["precursor_warned_2min_share"]
+    assert full["precursor_known"] is True and "| LSTM vote tpr |" in (report / "report.md").read_text()
     assert full["online"]["failures"] > 0 and full["online"]["warned_2min"] >= 1
     online_families = full["online"]["by_family"]
     assert sum(f["caught"] for f in online_families.values()) == full["online"]["warned_2min"]

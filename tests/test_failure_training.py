@@ -5,7 +5,8 @@ import torch
 
 from hpcguard.models.failure.dataset import (Events, build_events, event_features, event_windows, healthy_mask, impute,
                                              learn_imputation, stream_windows)
-from hpcguard.models.failure.evaluation import ensemble_rows, online_scan, online_summary
+from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, check_targets, ensemble_rows, online_scan,
+                                                online_summary, tpr_at_fpr)
 from hpcguard.models.failure.training import stratified_split, time_split, train_ensemble
 from hpcguard.streams.predictors import EnsemblePredictor
 from hpcguard.models.features import window_features
@@ -212,3 +213,38 @@ def test_shifted_failure_windows_train_the_networks_only():
     _, more = train_ensemble(ev, seed=0, mc_splits=1, max_epochs=20, augment=shifted)
     assert more["network_failure_events"] == 3 * plain["network_failure_events"]
     assert more["voter"]["validation_failures"] == plain["voter"]["validation_failures"]
+
+
+def test_tpr_at_fpr_lets_at_most_that_share_of_healthy_events_warn():
+    rng = np.random.default_rng(3)
+    y = np.r_[np.ones(200, int), np.zeros(10_000, int)]
+    s = np.r_[rng.normal(2.0, 1.0, 200), rng.normal(0.0, 1.0, 10_000)]
+    for fpr in (0.0, 2e-4, 1e-3, 1e-2):
+        r = tpr_at_fpr(y, s, fpr)
+        assert r["false_positives"] == int(np.floor(fpr * 10_000))    # continuous scores: no ties
+        assert r["tpr"] == pytest.approx((s[:200] > r["threshold"]).mean())
+    tprs = [tpr_at_fpr(y, s, f)["tpr"] for f in (0.0, 2e-4, 1e-3, 1e-2)]
+    assert tprs == sorted(tprs) and tprs[-1] > tprs[0]
+    # ties at the threshold never let more healthy events through than the bound
+    tied = np.r_[s[:200], np.full(10_000, 0.5)]
+    assert tpr_at_fpr(y, tied, 1e-2)["false_positives"] == 0
+    # counting only some failures (those with a precursor)
+    counted = np.r_[np.arange(200) < 50, np.zeros(10_000, bool)]
+    r = tpr_at_fpr(y, s, 1e-3, counted)
+    assert r["failures"] == 50 and r["tpr"] == pytest.approx((s[:50] > r["threshold"]).mean())
+    with pytest.raises(ValueError, match="both"):
+        tpr_at_fpr(np.zeros(5, int), np.zeros(5), 0.1)
+
+
+def test_targets_need_the_tpr_within_the_fpr_bound_and_the_online_pair():
+    good = {"tpr": 0.55, "tpr_precursor": 0.75, "fpr": PREDICTION_TARGETS["vote_fpr"]}
+    online = {"precursor_warned_2min_share": 0.71, "false_alarms_per_100_node_days": 2.0}
+    assert all(t["met"] for t in check_targets(good, online))
+    assert len(check_targets(good)) == 3                                 # no online scan: no online targets
+    met = {t["target"]: t["met"] for t in check_targets({**good, "tpr": 0.49, "fpr": 1e-4},
+                                                         {**online, "false_alarms_per_100_node_days": 2.1})}
+    assert met == {"LSTM vote fpr": True, "LSTM vote tpr": False, "LSTM vote tpr (precursor failures)": True,
+                   "online: precursor failures warned >= 2 min ahead": True,
+                   "online: false-alarm episodes per 100 node-days": False}
+    assert not any(t["met"] for t in check_targets({**good, "fpr": 3e-4}))   # tpr bought with false positives
+    assert not check_targets({**good, "tpr_precursor": float("nan")})[2]["met"]

@@ -6,7 +6,10 @@ of Tab. 4.1 (tpr, ppv, fpr, UC(1024)) plus the node counts where UC crosses 5 %,
 unanimous voting over 1, 2, 4 and 6 networks, the LSTM vote and a single network.
 ``online_scan`` runs a predictor the way the node agent does — every node, every
 15 s step (or every ``stride`` steps), through the predictor's own ``predict`` on the
-node's history — and ``online_summary`` scores its warnings as an operator sees them.
+node's history — and ``online_summary`` scores its warnings as an operator sees them.  ``tpr_at_fpr`` gives
+what a score reaches with its threshold put at one false-positive rate of the data at
+hand, and ``check_targets`` compares a report with the prediction targets
+(``PREDICTION_TARGETS``).
 
 Example
 -------
@@ -26,6 +29,12 @@ from hpcguard.models.metrics import rates, uc_crossing, uc_probability
 from hpcguard.models.warning_eval import score_warnings
 
 UC_LEVELS: tuple[float, ...] = (0.05, 0.30, 0.50)
+# what the failure prediction has to reach on a site it was not tuned to: the LSTM vote's tpr
+# (all failures, failures with a precursor) at fpr <= ``vote_fpr``; online, the share of
+# precursor failures warned >= 2 min ahead and the false-alarm episodes per 100 node-days
+PREDICTION_TARGETS: dict[str, float] = {"vote_fpr": 2e-4, "vote_tpr": 0.50, "vote_tpr_precursor": 0.70,
+                                        "online_precursor_warned_2min_share": 0.70,
+                                        "online_false_alarms_per_100_node_days": 2.0}
 
 
 def report_row(name: str, y_true: np.ndarray, y_pred: np.ndarray, p_ok: float = 1.0) -> dict[str, Any]:
@@ -162,3 +171,65 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
             "false_alarm_episodes": scores["false_alarms"], "node_days": node_days,
             "false_alarms_per_100_node_days": 100.0 * scores["false_alarms"] / node_days if node_days else float("nan"),
             "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan")}
+
+
+def tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, fpr: float,
+               counted: np.ndarray | None = None) -> dict[str, Any]:
+    """The tpr of ``scores`` with the threshold put where ``fpr`` of the healthy events warn.
+
+    An event warns when its score is above the ``(k + 1)``-th highest healthy score,
+    ``k = ⌊fpr · healthy events⌋``, so at most ``k`` healthy events warn (fewer on ties).
+    ``counted`` (one flag per event) restricts the failures counted, e.g. to those with a
+    precursor.  This threshold is set on the data it scores: it tells what a score could
+    reach at that fpr, not what a model's own threshold does.
+
+    >>> y = np.array([1, 1, 1, 0, 0, 0, 0, 0])
+    >>> s = np.array([.9, .5, .2, .8, .3, .1, .1, .0])
+    >>> r = tpr_at_fpr(y, s, 0.2)            # one of the five healthy events may warn
+    >>> (r["threshold"], r["tpr"], r["false_positives"])
+    (0.3, 0.6666666666666666, 1)
+    """
+    y = np.asarray(labels).astype(bool)
+    s = np.asarray(scores, float)
+    ok = np.sort(s[~y])[::-1]
+    if not ok.size or not y.any():
+        raise ValueError("need both failures and healthy events")
+    k = int(np.floor(fpr * ok.size + 1e-9))
+    threshold = float(ok[k]) if k < ok.size else -np.inf
+    fail = y if counted is None else y & np.asarray(counted, bool)
+    return {"fpr_bound": float(fpr), "threshold": threshold,
+            "tpr": float((s[fail] > threshold).mean()) if fail.any() else float("nan"),
+            "false_positives": int((ok > threshold).sum()), "ok": int(ok.size), "failures": int(fail.sum())}
+
+
+def check_targets(vote_row: dict[str, Any], online: dict[str, Any] | None = None,
+                  targets: dict[str, float] = PREDICTION_TARGETS) -> list[dict[str, Any]]:
+    """Each target with the value reached, its bound and whether it is met.
+
+    ``vote_row`` is the LSTM vote's :func:`report_row` (with ``tpr_precursor``) at the
+    model's own threshold; its tpr targets count only when its fpr is within the bound.
+    ``online`` is an :func:`online_summary` (omitted: no online targets).
+
+    >>> row = {"tpr": 0.6, "tpr_precursor": 0.8, "fpr": 1e-4}
+    >>> [(t["target"], t["met"]) for t in check_targets(row)]
+    [('LSTM vote fpr', True), ('LSTM vote tpr', True), ('LSTM vote tpr (precursor failures)', True)]
+    >>> check_targets({**row, "fpr": 1e-3})[1]["met"]      # tpr bought with too many false positives
+    False
+    """
+    fpr_ok = bool(vote_row["fpr"] <= targets["vote_fpr"])
+    out = [{"target": "LSTM vote fpr", "value": vote_row["fpr"], "bound": f"<= {targets['vote_fpr']:g}",
+            "met": fpr_ok},
+           {"target": "LSTM vote tpr", "value": vote_row["tpr"], "bound": f">= {targets['vote_tpr']:g}",
+            "met": fpr_ok and bool(vote_row["tpr"] >= targets["vote_tpr"])},
+           {"target": "LSTM vote tpr (precursor failures)", "value": vote_row["tpr_precursor"],
+            "bound": f">= {targets['vote_tpr_precursor']:g}",
+            "met": fpr_ok and bool(vote_row["tpr_precursor"] >= targets["vote_tpr_precursor"])}]
+    if online is not None:
+        share, alarms = online["precursor_warned_2min_share"], online["false_alarms_per_100_node_days"]
+        out += [{"target": "online: precursor failures warned >= 2 min ahead", "value": share,
+                 "bound": f">= {targets['online_precursor_warned_2min_share']:g}",
+                 "met": bool(share >= targets["online_precursor_warned_2min_share"])},
+                {"target": "online: false-alarm episodes per 100 node-days", "value": alarms,
+                 "bound": f"<= {targets['online_false_alarms_per_100_node_days']:g}",
+                 "met": bool(alarms <= targets["online_false_alarms_per_100_node_days"])}]
+    return out
