@@ -222,7 +222,13 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
         assert p["precursor_failures"] <= p["failures"] and p["online"]["node_days"] == pytest.approx(8 * 6 / 24,
                                                                                                      rel=0.01)
     assert (out / "roc_lstm.png").stat().st_size > 1000 and (out / "uc_lstm.png").is_file()
-    assert "| classic → mixed | lstm-vote |" in (out / "report.md").read_text()
+    md = (out / "report.md").read_text()
+    assert "| classic → mixed | lstm-vote |" in md
+    # each pair against the cross-profile target, counted from its own vote row
+    met = sum(next(r for r in p["rows"] if r["name"] == "lstm-vote")["fpr"] <= 2e-4 and
+              next(r for r in p["rows"] if r["name"] == "lstm-vote")["tpr_precursor"] >= 0.5 for p in result["pairs"])
+    assert f"{met} of 4 pairs meet it." in md
+    assert all(0 <= p["at_fpr"]["lstm-vote"]["precursor"]["tpr"] <= 1 for p in result["pairs"])
     models = sorted((out / "cache" / "models").iterdir())
     assert len(models) == 2
     stamp = [(m / "weights.pt").stat().st_mtime for m in models]
