@@ -80,13 +80,9 @@ def train_baseline_model(data_dirs: list[str], out_dir: str, persistence: int = 
     return {"model": "baseline", "windows": int(len(all_windows)), "out": out_dir, "version": state["version"]}
 
 
-def _failure_arrays(failures: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(nodes, times) from whatever load_failures returns (structured array or dict of arrays)."""
-    if isinstance(failures, tuple):
-        failures = failures[0]
-    if isinstance(failures, dict):
-        return np.asarray(failures["node"]).astype(str), np.asarray(failures["time"], float)
-    return np.asarray(failures["node"]).astype(str), np.asarray(failures["time"], float)
+def _failure_arrays(failures: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, times) of :func:`~hpcguard.connectors.recorded.load_failures`' array."""
+    return failures["node"].astype(str), failures["time"].astype(float)
 
 
 # -- broker helpers -------------------------------------------------------------------

@@ -43,14 +43,14 @@ class Recorded(NamedTuple):
     failure_nodes: Any     # node index per failure
     failure_times: Any
     nodes: list
-    precursor: Any = None  # per failure: True when a precursor preceded it
+    precursor: Any = None  # per failure: True when a precursor preceded it (None: no family given)
     look_alikes: Any = None  # (node indices, starts, ends) of benign anomalies
     coverage: Any = None   # connectors.coverage.SensorCoverage
     family: Any = None     # per failure: its family or cause ('' when failures.csv has neither)
     look_alike_kinds: Any = None  # per benign anomaly: its kind
 
 
-NO_PRECURSOR = {"", "no_precursor", "none", "sudden", "sudden_death"}
+NO_PRECURSOR = {"no_precursor", "none", "sudden", "sudden_death"}   # a blank family is unknown, not one of these
 
 
 def _load_mapping(path: Optional[str]):
@@ -116,7 +116,8 @@ def _save_recorded(rec: Recorded, path: Path) -> None:
     look = rec.look_alikes if rec.look_alikes is not None else (np.zeros(0, int), np.zeros(0), np.zeros(0))
     np.savez_compressed(path, values=rec.values.astype(np.float32), t0=rec.t0, failure_nodes=rec.failure_nodes,
                         failure_times=rec.failure_times, nodes=np.array(rec.nodes, dtype=str),
-                        precursor=np.asarray(rec.precursor, bool), look_nodes=look[0], look_starts=look[1],
+                        precursor=np.asarray(rec.precursor if rec.precursor is not None else [], bool),
+                        look_nodes=look[0], look_starts=look[1],
                         look_ends=look[2], family=np.array(rec.family if rec.family is not None else [], dtype=str),
                         look_kinds=np.array(rec.look_alike_kinds if rec.look_alike_kinds is not None else [],
                                             dtype=str))
@@ -128,7 +129,8 @@ def _read_recorded(path: Path) -> Recorded:
 
     with np.load(path, allow_pickle=False) as z:
         return Recorded(z["values"].astype(float), float(z["t0"]), z["failure_nodes"], z["failure_times"],
-                        z["nodes"].tolist(), z["precursor"], (z["look_nodes"], z["look_starts"], z["look_ends"]),
+                        z["nodes"].tolist(), z["precursor"] if z["precursor"].size == z["failure_times"].size else None,
+                        (z["look_nodes"], z["look_starts"], z["look_ends"]),
                         None, z["family"].tolist() or None, z["look_kinds"].tolist() or None)
 
 
@@ -152,12 +154,10 @@ def _prior_recorded(rec: Recorded, end: float, absent: list[str]) -> Recorded:
 
 def _load_recorded(data_dir: str, grid_s: float = 15.0, mapping=None) -> Recorded:
     """Sensor grid, failures (with precursor flags), benign look-alikes and coverage of a directory."""
-    import csv
-
     import numpy as np
 
     from hpcguard.connectors.coverage import coverage_of_grid
-    from hpcguard.connectors.recorded import load_anomalies, load_sensor_grid
+    from hpcguard.connectors.recorded import load_anomalies, load_failures, load_sensor_grid
 
     d = Path(data_dir)
     if not d.is_dir():
@@ -165,25 +165,23 @@ def _load_recorded(data_dir: str, grid_s: float = 15.0, mapping=None) -> Recorde
     if not (d / "failures.csv").is_file():
         fail(f"{d} has no failures.csv (ground-truth labels are needed to train or evaluate)")
     try:
+        failures = load_failures(d)
+    except ValueError as exc:
+        fail(f"cannot read the failure labels: {exc}")
+    try:
         grid = load_sensor_grid(str(d), grid_s=grid_s, mapping=mapping)
-        with open(d / "failures.csv", newline="") as fh:
-            rows = list(csv.DictReader(fh))
         anomalies = load_anomalies(d) if (d / "anomalies.csv").is_file() else None
     except (ValueError, OSError) as exc:
         fail(f"cannot load recorded telemetry from {d}: {exc}")
-    if rows and not {"time", "node"} <= set(rows[0]):
-        fail(f"{d}/failures.csv needs the columns time,node")
     index = {name: i for i, name in enumerate(grid.nodes)}
-    unknown = sorted({r["node"] for r in rows if r["node"] not in index})
+    unknown = sorted({str(n) for n in failures["node"] if n not in index})
     if unknown:
         fail(f"{d}/failures.csv names nodes without telemetry: {', '.join(unknown[:5])}")
-    fnodes = np.array([index[r["node"]] for r in rows], dtype=int)
-    try:
-        ftimes = np.array([float(r["time"]) for r in rows], dtype=float)
-    except ValueError as exc:
-        fail(f"{d}/failures.csv: {exc}")
-    family = [(r.get("family") or r.get("cause") or "").strip().lower() for r in rows]
-    precursor = np.array([f not in NO_PRECURSOR for f in family], bool)
+    fnodes = np.array([index[n] for n in failures["node"]], dtype=int)
+    ftimes = failures["time"].astype(float)
+    family = [str(f) for f in failures["family"]]
+    # labels that name no family say nothing of precursors: every failure then counts as having one
+    precursor = np.array([f not in NO_PRECURSOR for f in family], bool) if any(family) else None
     look, kinds = None, None
     if anomalies is not None:
         benign = anomalies[~anomalies["leads_to_failure"] & np.isin(anomalies["node"], list(index))]

@@ -26,6 +26,7 @@ import json
 import math
 import warnings
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from hpcguard.connectors.coverage import SensorCoverage
 from hpcguard.connectors.errors import ParseError, Rejected
+from hpcguard.connectors.hostlist import expand_hostlist
 from hpcguard.connectors.fasrc import (SdrLineCache, add_scan_names, is_archive, iter_archive_logs,
                                        scan_sdr_log)
 from hpcguard.connectors.ipmi import (IpmiInput, decode_ipmi_envelope, freeipmi_layout_of, freeipmi_row_parser,
@@ -106,13 +108,62 @@ def _structured(cols: dict[str, np.ndarray], dtypes: list[tuple[str, str]]) -> n
     return arr
 
 
+def _failure_time(text: str, line: int, source: str) -> float:
+    """Epoch seconds from a number or an ISO-8601 time that carries its UTC offset."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ParseError("bad_time", f"time {text!r} is neither epoch seconds nor ISO 8601", line, source) from None
+    if t.tzinfo is None:
+        raise ParseError("bad_time", f"time {text!r} has no UTC offset: write e.g. {t.isoformat()}Z or +01:00, "
+                         "or epoch seconds", line, source)
+    return t.timestamp()
+
+
 def load_failures(data_dir: str | Path) -> np.ndarray:
-    """Ground-truth failures: structured array ``time`` (f8), ``node``, ``job_id``, ``cause`` (str)."""
+    """Ground-truth failures of ``DIR/failures.csv``: structured array ``time`` (f8), ``node``,
+    ``job_id``, ``cause``, ``family`` (str; ``family`` falls back to ``cause``, lower case).
+
+    Only ``time`` and ``node`` are required.  ``time`` is epoch seconds or ISO 8601 with
+    its UTC offset (``2025-06-03T14:05:00Z``); ``node`` is a name or a hostlist
+    (``c[01-04]``: a failure that took several nodes at once, one row each).
+
+    >>> import pathlib, tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "failures.csv").write_text("time,node\\n2025-06-03T14:05:00Z,c[01-02]\\n1748959800.5,c07\\n")
+    >>> f = load_failures(d)
+    >>> f["node"].tolist(), f["time"].tolist()
+    (['c01', 'c02', 'c07'], [1748959500.0, 1748959500.0, 1748959800.5])
+    """
     p = Path(data_dir, "failures.csv")
-    dtypes = [("time", "f8"), ("node", "U64"), ("job_id", "U32"), ("cause", "U32")]
     if not p.is_file():
         raise FileNotFoundError(f"no failures.csv in {data_dir}")
-    return _structured(_read_table(p, ["time", "node", "job_id", "cause"], ["time"]), dtypes)
+    with open(p, newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None or not {"time", "node"} <= set(reader.fieldnames):
+            raise ParseError("bad_header", "failures.csv needs a header with the columns time,node "
+                             "(job_id, cause, family optional)", 1, str(p))
+        rows = []
+        for r in reader:
+            if not any((v or "").strip() for v in r.values() if isinstance(v, str)):
+                continue
+            line = reader.line_num
+            when = _failure_time(r["time"] or "", line, str(p))
+            try:
+                nodes = expand_hostlist((r["node"] or "").strip())
+            except ParseError as exc:
+                raise ParseError("bad_hostlist", exc.reason, line, str(p)) from None
+            if not nodes:
+                raise ParseError("missing_field", "no node", line, str(p))
+            cause = (r.get("cause") or "").strip()
+            family = (r.get("family") or cause).strip().lower()
+            rows += [(when, n, (r.get("job_id") or "").strip(), cause, family) for n in nodes]
+    return np.array(rows, dtype=[("time", "f8"), ("node", "U64"), ("job_id", "U32"), ("cause", "U32"),
+                                 ("family", "U32")])
 
 
 def load_anomalies(data_dir: str | Path) -> np.ndarray:

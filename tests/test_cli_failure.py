@@ -197,11 +197,24 @@ def test_end_to_end_on_simulated_recordings(tmp_path):
                             "--mc-splits", "1", "--calibration-ok", "400", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["failures"] >= 4
+    # the test history labelled as a site would write it: ISO times and node names only
+    import csv
+    from datetime import datetime, timezone
+
+    labels = tmp_path / "sim2" / "failures.csv"
+    rows = list(csv.DictReader(labels.open()))
+    labels.write_text("time,node\n" + "".join(
+        f"{datetime.fromtimestamp(float(r['time']), timezone.utc).isoformat()},{r['node']}\n" for r in rows))
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "sim2"),
                             "--report", str(tmp_path / "rep"), "--max-ok", "500", "--json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)["rows"]
+    result = json.loads(r.stdout)
+    rows = result["rows"]
     assert len(rows) == 8 and rows[4]["name"] == "lstm-vote"
+    # no family column: nothing is known of precursors, so every failure counts as a precursor failure
+    assert result["precursor_known"] is False and result["precursor_failures"] == result["failures"]
+    assert all(row["tpr_precursor"] == row["tpr"] for row in rows)
+    assert "every failure is counted as one" in (tmp_path / "rep" / "report.md").read_text()
     assert json.loads((tmp_path / "rep" / "report.json").read_text())["online"]["healthy_evaluations"] > 0
 
 

@@ -156,3 +156,49 @@ def test_ipmitool_and_telegraf_recordings(tmp_path):
     cov = grid.coverage.report()
     assert cov["sensors"]["cpu_fan_rpm"]["raw_names"] == {"fan1a": 1}  # Telegraf names reach the coverage too
     assert cov["sensors"]["cpu_temp"]["raw_names"] == {"CPU1 Temp": 2} and cov["node_steps"] == 4
+
+
+def test_failure_labels_need_only_time_and_node_and_take_iso_times_and_hostlists(tmp_path):
+    from hpcguard.connectors.errors import ParseError
+
+    def labels(text):
+        (tmp_path / "failures.csv").write_text(text)
+        return load_failures(tmp_path)
+
+    epoch = labels("time,node\n1700000100.5,n002\n1700000200,n001\n")
+    iso = labels("node,time\nn002,2023-11-14T22:15:00.5Z\n\nn001,2023-11-14T23:16:40+01:00\n")
+    assert iso["node"].tolist() == epoch["node"].tolist() == ["n002", "n001"]
+    assert iso["time"].tolist() == epoch["time"].tolist() == [1700000100.5, 1700000200.0]
+    assert epoch["family"].tolist() == ["", ""] and epoch["job_id"].tolist() == ["", ""]
+    # a failure that took a chassis: one row per node; the family falls back to the cause, lower case
+    both = labels("time,node,cause\n1700000100,n[001-003],PSU\n")
+    assert both["node"].tolist() == ["n001", "n002", "n003"] and set(both["family"]) == {"psu"}
+    assert set(both["cause"]) == {"PSU"}
+    for text, kind, line, words in (
+            ("time,node\n1700000100,n001\n2023-11-14 22:15:00,n002\n", "bad_time", 3, "no UTC offset"),
+            ("time,node\nyesterday,n001\n", "bad_time", 2, "neither epoch seconds nor ISO 8601"),
+            ("time,node\n1700000100,n[003-001]\n", "bad_hostlist", 2, ""),
+            ("time,node\n1700000100,\n", "missing_field", 2, "no node"),
+            ("when,node\n1700000100,n001\n", "bad_header", 1, "time,node")):
+        with pytest.raises(ParseError) as err:
+            labels(text)
+        assert (err.value.kind, err.value.line) == (kind, line) and words in str(err.value)
+
+
+def test_a_history_labelled_with_time_and_node_only_counts_every_failure_as_a_precursor_failure(tmp_path):
+    from hpcguard.cli.failure import _load_recorded, _read_recorded, _save_recorded
+
+    write_recording(tmp_path, hours=0.05)
+    with_family = _load_recorded(str(tmp_path))
+    assert with_family.precursor.tolist() == [True, True] and with_family.family == ["fan", "psu"]
+    (tmp_path / "failures.csv").write_text("time,node\n2023-11-14T22:15:00.5Z,n002\n1700000200,n001\n")
+    bare = _load_recorded(str(tmp_path))
+    assert bare.precursor is None and bare.family == ["", ""]
+    assert bare.failure_times.tolist() == with_family.failure_times.tolist()
+    assert bare.failure_nodes.tolist() == with_family.failure_nodes.tolist()
+    _save_recorded(bare, tmp_path / "bare.npz")                  # the prior cache keeps "unknown" unknown
+    assert _read_recorded(tmp_path / "bare.npz").precursor is None
+    _save_recorded(with_family, tmp_path / "known.npz")
+    assert _read_recorded(tmp_path / "known.npz").precursor.tolist() == [True, True]
+    (tmp_path / "failures.csv").write_text("time,node,family\n1700000100.5,n002,sudden\n1700000200,n001,fan\n")
+    assert _load_recorded(str(tmp_path)).precursor.tolist() == [False, True]
