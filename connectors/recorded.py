@@ -142,7 +142,7 @@ def load_failures(data_dir: str | Path) -> np.ndarray:
     p = Path(data_dir, "failures.csv")
     if not p.is_file():
         raise FileNotFoundError(f"no failures.csv in {data_dir}")
-    with open(p, newline="") as fh:
+    with open(p, newline="", encoding="utf-8-sig") as fh:   # a spreadsheet export may start with a BOM
         reader = csv.DictReader(fh)
         if reader.fieldnames is None or not {"time", "node"} <= set(reader.fieldnames):
             raise ParseError("bad_header", "failures.csv needs a header with the columns time,node "

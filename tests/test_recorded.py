@@ -162,7 +162,7 @@ def test_failure_labels_need_only_time_and_node_and_take_iso_times_and_hostlists
     from hpcguard.connectors.errors import ParseError
 
     def labels(text):
-        (tmp_path / "failures.csv").write_text(text)
+        (tmp_path / "failures.csv").write_text(text, encoding="utf-8")
         return load_failures(tmp_path)
 
     epoch = labels("time,node\n1700000100.5,n002\n1700000200,n001\n")
@@ -170,6 +170,8 @@ def test_failure_labels_need_only_time_and_node_and_take_iso_times_and_hostlists
     assert iso["node"].tolist() == epoch["node"].tolist() == ["n002", "n001"]
     assert iso["time"].tolist() == epoch["time"].tolist() == [1700000100.5, 1700000200.0]
     assert epoch["family"].tolist() == ["", ""] and epoch["job_id"].tolist() == ["", ""]
+    exported = labels("\ufefftime,node\r\n1700000100.5,n002\r\n1700000200,n001\r\n")   # spreadsheet export
+    assert exported["time"].tolist() == epoch["time"].tolist()
     # a failure that took a chassis: one row per node; the family falls back to the cause, lower case
     both = labels("time,node,cause\n1700000100,n[001-003],PSU\n")
     assert both["node"].tolist() == ["n001", "n002", "n003"] and set(both["family"]) == {"psu"}
