@@ -473,11 +473,10 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
     import numpy as np
 
     from hpcguard.models.failure.dataset import build_events, healthy_mask
-    from hpcguard.models.failure.evaluation import (caught_by_family, check_targets, look_alike_at, online_scan,
-                                                    online_summary, report_row, tpr_at_fpr)
+    from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, caught_by_family, check_targets,
+                                                    look_alike_at, online_scan, online_summary, report_row,
+                                                    tpr_at_fpr)
     from hpcguard.streams.predictors import EnsemblePredictor
-
-    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
 
     note = note or (lambda m: None)
     at_fpr = PREDICTION_TARGETS["vote_fpr"] if at_fpr is None else at_fpr
