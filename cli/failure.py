@@ -395,7 +395,13 @@ def train_failure(
                "hard_negatives": meta["hard_negatives"], "lstm_threshold": ensemble.threshold, **lstm,
                "sensor_map_sha256": meta["sensor_map_sha256"], "simulated_prior": meta["simulated_prior"],
                "coverage": coverage["shares"],
-               "coverage_warnings": coverage["warnings"], "networks": meta["metrics"]["networks"]}
+               "coverage_warnings": coverage["warnings"], "networks": meta["metrics"]["networks"], "notes": []}
+    if not meta["hard_negatives"]:
+        # measured: the look-alike labels lift the far tail (docs/results.md, "Hard negatives the model finds")
+        summary["notes"].append("no hard negatives: the training data has no labelled benign look-alikes "
+                                "(anomalies.csv, or --no-hard-negatives); --simulated-prior K adds the "
+                                "simulator's")
+        typer.secho(f"note: {summary['notes'][-1]}", err=True, fg=typer.colors.YELLOW)
     if as_json:
         emit_json(summary)
         return

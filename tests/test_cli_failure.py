@@ -77,6 +77,8 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert summary["failures"] > 0 and 0 <= summary["lstm_threshold"] <= 1
     assert summary["validation_failures"] >= 2 and len(summary["tpr_ci95"]) == 2
     assert summary["coverage"]["cpu_temp"] > 0.9 and summary["coverage_warnings"] == []
+    # the fixture's training history labels no benign look-alikes: the summary says what that costs
+    assert summary["hard_negatives"] == 0 and "--simulated-prior" in summary["notes"][0]
     manifest = json.loads((model / "manifest.json").read_text())
     assert manifest["leads_minutes"] == [2, 3, 4, 5, 6, 7] and manifest["window_steps"] == 16
     assert manifest["features"] == "paper" and manifest["history_steps"] == 16
@@ -304,6 +306,7 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
     assert with_prior["simulated_prior"] == {"profile": "mixed", "histories": 2, "nodes": 8, "hours": 3.0,
                                              "mtbf_hours": 0.5} and own["simulated_prior"] is None
     assert with_prior["failures"] > own["failures"] and with_prior["version"] != own["version"]
+    assert with_prior["hard_negatives"] > 0 and with_prior["notes"] == []   # the simulator labels its look-alikes
     assert with_prior["coverage"] == own["coverage"]              # the site's own data, not the prior's
     (prior_dir,) = (tmp_path / "cache" / "simulated-prior").iterdir()
     assert prior_dir.name.startswith("mixed-n8-h3-m0.5-")
