@@ -898,7 +898,7 @@ def _cross_markdown(result: dict) -> str:
                      f"{o['false_alarms_per_100_node_days']:.2f} | {o['median_lead_minutes']:.1f} | "
                      f"{v.get('validation_failures')}, {ci[0]:.2f}-{ci[1]:.2f} |")
     # the cross-profile target: every pair's vote catches >= 0.5 of the precursor failures at fpr <= 2e-4
-    bound, need = PREDICTION_TARGETS["vote_fpr"], 0.5
+    bound, need = PREDICTION_TARGETS["vote_fpr"], PREDICTION_TARGETS["cross_profile_tpr_precursor"]
     lines += ["", f"Against the cross-profile target (LSTM vote tpr of precursor failures >= {need:g} at fpr <= "
               f"{bound:g}); the last column puts the threshold at fpr {bound:g} of the test's healthy events, "
               "with hindsight:", "",
