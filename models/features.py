@@ -19,6 +19,11 @@ streaming worker (any partition) computes exactly what the offline scan computes
   quiet), plus the sensor's level (percent sensors: the percentage itself, so a memory
   leak toward 100 % differs from a job's usual footprint; others: the relative change
   from the baseline median) and the largest single-poll jump: see :func:`robust_features`.
+* ``conv`` — learned: the ``robust`` history as a sequence (:func:`sequence_inputs`: every
+  step's robust z, missing mask and percentage level) through a small convolutional
+  encoder fitted on the training failures (``models.failure.encoder``), whose 144 pooled
+  outputs are the networks' inputs.  It is not in ``FEATURE_SETS``: each model carries
+  its own, built by ``models.failure.encoder.encoder_feature_set``.
 
 Example
 -------
@@ -215,18 +220,64 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
     return stats.reshape(*stats.shape[:-2], -1)
 
 
+SEQUENCE_CHANNELS: tuple[str, ...] = (tuple(f"{s}.z" for s in CANONICAL_SENSORS)
+                                      + tuple(f"{s}.missing" for s in CANONICAL_SENSORS)
+                                      + tuple(f"{s}.level" for s in np.array(CANONICAL_SENSORS)[PERCENT_SENSORS]))
+
+
+def sequence_inputs(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np.ndarray:
+    """A node history as a sequence of channels ``(N, 23, T)`` for a convolutional encoder.
+
+    The baseline is every step before the last ``window_steps``; with its median ``m`` and
+    scale ``s`` as in :func:`robust_features`, per step: ``z = clip((x − m) / s, ±20) / 5``
+    of every sensor (0 where missing), the missing mask of every sensor, and the percent
+    sensors' level ``x / 100`` (0 where missing): :data:`SEQUENCE_CHANNELS`.  A sensor with
+    no baseline value has ``z = 0`` and only its mask speaks.
+
+    >>> import numpy as np
+    >>> h = np.full((1, 96, 10), 50.0)
+    >>> h[0, :, :] += np.random.default_rng(0).normal(0, 0.5, (96, 10))
+    >>> h[0, -16:, 7] = np.linspace(50, 98, 16)        # memory climbing toward 100 %
+    >>> h[0, -3:, 1] = np.nan                            # fan readings lost
+    >>> x = sequence_inputs(h)
+    >>> x.shape, float(x[0, 7, -1]), float(x[0, 11, -1]), round(float(x[0, 22, -1]), 2)
+    ((1, 23, 96), 4.0, 1.0, 0.98)
+    """
+    x = np.asarray(windows, dtype=float)
+    if x.ndim != 3 or x.shape[1] <= window_steps + 1 or x.shape[2] != len(CANONICAL_SENSORS):
+        raise ValueError(f"windows must be (N, > {window_steps + 1}, {len(CANONICAL_SENSORS)}), got shape {x.shape}")
+    base = x[:, :-window_steps, :]
+    missing = np.isnan(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN sensor → NaN → 0 below, masked
+        med = np.nanmedian(base, axis=1)                                              # (N, S)
+        scale = np.maximum(1.4826 * np.nanmedian(np.abs(base - med[:, None, :]), axis=1),
+                           SCALE_FLOOR * np.abs(med) + 1e-3)
+        z = np.clip((x - med[:, None, :]) / scale[:, None, :], -Z_CLIP, Z_CLIP) / 5.0
+    z = np.nan_to_num(np.where(missing, 0.0, z), nan=0.0)
+    level = np.where(missing[..., PERCENT_SENSORS], 0.0, x[..., PERCENT_SENSORS] / 100.0)
+    return np.concatenate([z, missing, level], axis=2).transpose(0, 2, 1).astype(np.float32)
+
+
 @dataclass(frozen=True)
 class FeatureSet:
-    """A named transform of ``(N, history_steps, S)`` per-node histories into network inputs."""
+    """A named transform of ``(N, history_steps, S)`` per-node histories into network inputs.
+
+    ``statistics`` name the features per sensor; a learned set whose features are not per
+    sensor gives their full names in ``names`` instead.
+    """
 
     name: str
     history_steps: int
     transform: Callable[[np.ndarray], np.ndarray]
     statistics: tuple[str, ...]
     description: str
+    names: tuple[str, ...] | None = None
 
     @property
     def feature_names(self) -> tuple[str, ...]:
+        if self.names is not None:
+            return self.names
         return tuple(f"{s}.{st}" for s in CANONICAL_SENSORS for st in self.statistics)
 
     def __call__(self, windows: np.ndarray) -> np.ndarray:
@@ -249,9 +300,21 @@ FEATURE_SETS: dict[str, FeatureSet] = {
 }
 
 
+LEARNED_FEATURE_SETS: dict[str, int] = {"conv": ROBUST_BASELINE_STEPS + WINDOW_STEPS}  # name -> history steps
+
+
 def feature_set(name: str) -> FeatureSet:
     """The registered feature set ``name`` (clear error otherwise)."""
     try:
         return FEATURE_SETS[name]
     except KeyError:
-        raise ValueError(f"unknown feature set {name!r} (known: {', '.join(FEATURE_SETS)})") from None
+        if name in LEARNED_FEATURE_SETS:
+            raise ValueError(f"feature set {name!r} is learned with each model (models.failure.encoder), "
+                             "not registered") from None
+        raise ValueError(f"unknown feature set {name!r} (known: "
+                         f"{', '.join([*FEATURE_SETS, *LEARNED_FEATURE_SETS])})") from None
+
+
+def history_steps_of(name: str) -> int:
+    """Grid steps of history the feature set ``name`` (registered or learned) needs."""
+    return LEARNED_FEATURE_SETS[name] if name in LEARNED_FEATURE_SETS else feature_set(name).history_steps

@@ -160,6 +160,26 @@ def test_site_features_train_and_evaluate_through_the_streaming_predictor(record
     assert result["online"]["warned"] >= 1
 
 
+def test_conv_features_train_and_evaluate_and_say_how_few_failures_the_encoder_saw(recorded):
+    model = recorded / "conv"
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+                            "--features", "conv", "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert summary["features"] == "conv" and summary["history_steps"] == 96
+    assert summary["version"].startswith("failure-ensemble-conv-")
+    assert summary["encoder"]["failures"] == summary["failures"] and summary["encoder"]["epochs"] == 14
+    assert any("conv encoder was fitted on" in n for n in summary["notes"])
+    manifest = json.loads((model / "manifest.json").read_text())
+    assert manifest["architecture"]["network"] == "144-52tanh-2softmax" and "encoder" in manifest["architecture"]
+    r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
+                            "--max-ok", "2000", "--scan-stride", "4", "--json"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["features"] == "conv" and result["online"]["healthy_evaluations"] > 0
+    assert next(row for row in result["rows"] if row["name"] == "lstm-vote")["tpr"] > 0
+
+
 def test_a_wholly_missing_sensor_is_refused_not_imputed(recorded):
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "no_psu"), "--out", str(recorded / "m"),
                             "--mc-splits", "1", "--calibration-ok", "500"])

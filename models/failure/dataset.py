@@ -95,7 +95,7 @@ def event_features(values: np.ndarray, nodes: np.ndarray, ref_steps: np.ndarray,
     ends = np.asarray(ref_steps, int)[:, None] - lead_offsets(leads, grid_s)[None, :]   # (N, K)
     if ends.size and (ends.min() < hist or ends.max() > v.shape[1]):
         raise ValueError("reference time too close to the start or end of the recording for the windows")
-    n_feat = len(features.statistics) * v.shape[2]
+    n_feat = len(features.feature_names)
     if ends.shape[0] == 0:
         return np.zeros((0, len(leads), n_feat))
     idx = ends[..., None] - hist + np.arange(hist)                                       # (N, K, T)

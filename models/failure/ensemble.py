@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from hpcguard.models.failure.dataset import WINDOW_STEPS, impute
+from hpcguard.models.failure.encoder import SequenceEncoder, encoder_feature_set
 from hpcguard.models.failure.networks import (N_INPUTS, LeadNetwork, make_networks,
                                               stacked_failure_probabilities)
 from hpcguard.models.failure.voting import LstmVoter, unanimous_vote
@@ -68,7 +69,8 @@ class FailureEnsemble:
     vote
         ``"lstm"`` (default) or ``"unanimous"`` (all of the first ``n_unanimous`` networks).
     features
-        Name of the feature set (``models.features.FEATURE_SETS``) the networks read.
+        Name of the feature set (``models.features.FEATURE_SETS``) the networks read;
+        ``"conv"`` reads the outputs of ``encoder`` (``models.failure.encoder``).
     persistence
         Online only (:meth:`predict_windows`): warn when the vote fires on each of the
         last ``persistence`` steps' histories — still a function of the node's own
@@ -79,7 +81,8 @@ class FailureEnsemble:
                  std: np.ndarray, threshold: float = 0.5, vote: str = "lstm", n_unanimous: int = 6,
                  net_threshold: float = 0.5, grid_s: float = 15.0, window_steps: int = WINDOW_STEPS,
                  sensors: tuple[str, ...] = CANONICAL_SENSORS, version: str = "untrained",
-                 info: dict[str, Any] | None = None, features: str = "paper", persistence: int = 1):
+                 info: dict[str, Any] | None = None, features: str = "paper", persistence: int = 1,
+                 encoder: SequenceEncoder | None = None):
         if vote not in ("lstm", "unanimous"):
             raise ValueError(f"vote must be 'lstm' or 'unanimous', got {vote!r}")
         self.nets = nets
@@ -98,7 +101,10 @@ class FailureEnsemble:
         self.sensors = tuple(sensors)
         self.version = version
         self.info = dict(info or {})
-        self.feature_set = feature_set(features)
+        if (features == "conv") != (encoder is not None):
+            raise ValueError("the 'conv' feature set needs its fitted encoder, and only it takes one")
+        self.encoder = encoder
+        self.feature_set = encoder_feature_set(encoder) if encoder is not None else feature_set(features)
         if persistence < 1:
             raise ValueError(f"persistence must be >= 1, got {persistence}")
         self.persistence = int(persistence)
@@ -197,6 +203,10 @@ class FailureEnsemble:
             "architecture": {"network": f"{self.mean.size}-52tanh-2softmax", "voter": "LSTM(1 input x 6 steps, 4 hidden)-2"},
         }
         weights = {"nets": [n.state_dict() for n in self.nets], "voter": self.voter.state_dict()}
+        if self.encoder is not None:
+            config["architecture"]["encoder"] = {"channels": list(self.encoder.channels), "kernel": 5,
+                                                 "dilations": [2 ** i for i in range(len(self.encoder.channels))]}
+            weights["encoder"] = self.encoder.state_dict()
         return {"config": config, "weights": weights}
 
     @classmethod
@@ -206,7 +216,11 @@ class FailureEnsemble:
             if config.get("kind") != MODEL_KIND:
                 raise ValueError(f"not a failure-ensemble state (kind={config.get('kind')!r})")
             name, stored = config.get("features", "paper"), config.get("statistics")
-            current = feature_set(name).statistics
+            encoder = None
+            if name == "conv":
+                encoder = SequenceEncoder(channels=tuple(config["architecture"]["encoder"]["channels"]))
+                encoder.load_state_dict(weights["encoder"])
+            current = encoder_feature_set(encoder).statistics if encoder is not None else feature_set(name).statistics
             if stored is not None and tuple(stored) != current:
                 # the feature set changed since training: the networks' inputs would not line up
                 raise ValueError(f"the model was trained on another version of feature set {name!r} "
@@ -223,6 +237,7 @@ class FailureEnsemble:
                        n_unanimous=config["n_unanimous"], net_threshold=config["net_threshold"],
                        grid_s=config["grid_s"], window_steps=config["window_steps"],
                        sensors=tuple(config["sensors"]), version=config["version"], info=config.get("info"),
-                       features=config.get("features", "paper"), persistence=config.get("persistence", 1))
+                       features=config.get("features", "paper"), persistence=config.get("persistence", 1),
+                       encoder=encoder)
         except (KeyError, TypeError, RuntimeError) as exc:
             raise ValueError(f"invalid failure-ensemble state: {exc}") from exc

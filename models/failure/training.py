@@ -168,8 +168,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     networks' training set only (those of the networks' period with a time split), e.g.
     failure events shifted a few steps earlier: the voter and its threshold see distinct
     failures only (an augmented event's ``time`` is that of the failure it copies).
-    ``info`` may carry ``grid_s``, ``window_steps``, ``features`` and
-    ``persistence`` for the ensemble.
+    ``info`` may carry ``grid_s``, ``window_steps``, ``features``, ``persistence`` and
+    ``encoder`` (the fitted encoder of the ``conv`` feature set) for the ensemble.
     """
     torch.set_num_threads(1)
     y = np.asarray(events.labels).astype(np.int64)
@@ -183,7 +183,7 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     if y[net_idx].sum() < 2 or y[vote_idx].sum() < 2:
         raise ValueError(f"too few failures to split: {int(y[net_idx].sum())} for the networks, "
                          f"{int(y[vote_idx].sum())} for the voter")
-    options = {k: v for k, v in info.items() if k in ("grid_s", "window_steps", "features", "persistence")}
+    options = {k: v for k, v in info.items() if k in ("grid_s", "window_steps", "features", "persistence", "encoder")}
     train_feats, train_y = events.features[net_idx], y[net_idx]
     if augment is not None and len(augment.labels):
         keep = np.flatnonzero(augment.times < events.times[vote_idx].min()) if split == "time" \
