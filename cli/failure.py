@@ -268,7 +268,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     data = list(data) + [str(f) for f in prior_files]
     encoder, encoder_report = None, None
     if features == "conv":
-        encoder, encoder_report = _fit_encoder(data, recs, seed, ok_ratio, hard_negatives, note)
+        encoder, encoder_report = _fit_encoder(data, recs, seed, hard_negatives, note)
         fs = encoder_feature_set(encoder)
     parts, calib = [], []
     for k, (d, rec) in enumerate(zip(data, recs)):
@@ -333,32 +333,36 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     return ensemble, report, meta, coverage
 
 
-def _fit_encoder(data: list[str], recs: list[Recorded], seed: int, ok_ratio: float, hard_negatives: bool, note):
-    """The ``conv`` feature set's encoder, fitted on the 2-minute histories of every training event
-    (failures, healthy events and look-alikes drawn as for the networks)."""
+def _fit_encoder(data: list[str], recs: list[Recorded], seed: int, hard_negatives: bool, note):
+    """The ``conv`` feature set's encoder, fitted on the 2-minute histories of the networks' period
+    (failures, healthy events and look-alikes): the LSTM voter and its threshold then see outputs
+    of histories the encoder was not fitted on, as the test will."""
     import numpy as np
 
-    from hpcguard.models.failure.dataset import build_events
-    from hpcguard.models.failure.encoder import HISTORY_STEPS, fit_encoder
+    from hpcguard.models.failure.dataset import Events, build_events
+    from hpcguard.models.failure.encoder import HISTORY_STEPS, OK_PER_FAILURE, PER_LOOK_ALIKE, fit_encoder
+    from hpcguard.models.failure.training import voter_period_start
     from hpcguard.models.features import CANONICAL_SENSORS, FeatureSet
 
     # the history itself, flattened step-major (96 x 10 values, as many as its names)
     raw = FeatureSet("history", HISTORY_STEPS, lambda w: w.reshape(*w.shape[:-2], -1),
                      tuple(f"t{i}" for i in range(HISTORY_STEPS)), "the history itself")
-    windows, labels = [], []
+    parts = []
     for k, (d, rec) in enumerate(zip(data, recs)):
         note(f"encoder histories of {d}")
         try:
             ev = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times, leads=(2,),
-                              features=raw, ok_ratio=ok_ratio, seed=seed + k,
+                              features=raw, ok_ratio=OK_PER_FAILURE, seed=seed + k, per_look_alike=PER_LOOK_ALIKE,
                               look_alikes=rec.look_alikes if hard_negatives else None)
         except ValueError as exc:
             fail(f"{d}: {exc}")
-        windows.append(ev.features[:, 0].reshape(-1, HISTORY_STEPS, len(CANONICAL_SENSORS)).astype(np.float32))
-        labels.append(ev.labels)
+        ev.features = ev.features.astype(np.float32)   # 96 x 10 values per event: half the memory
+        parts.append(ev)
+    events = Events.concat(parts)
     try:
-        return fit_encoder(np.concatenate(windows), np.concatenate(labels), seed=seed,
-                           progress=lambda m: note(f"training {m}"))
+        fit = events.subset(np.flatnonzero(events.times < voter_period_start(events)))
+        return fit_encoder(fit.features[:, 0].reshape(-1, HISTORY_STEPS, len(CANONICAL_SENSORS)), fit.labels,
+                           seed=seed, progress=lambda m: note(f"training {m}"))
     except ValueError as exc:
         fail(f"cannot fit the conv encoder: {exc}")
 

@@ -78,6 +78,9 @@ def test_conv_features_of_one_node_equal_its_row_of_a_batch(conv_model):
     batch = ens.feature_set(h)
     single = np.concatenate([ens.feature_set(h[i:i + 1]) for i in range(len(h))])
     assert np.array_equal(batch, single)
+    votes = ens.predict_windows(h).vote_probability
+    assert np.array_equal(votes, np.concatenate([ens.predict_windows(h[i:i + 1]).vote_probability
+                                                 for i in range(len(h))]))
 
 
 def test_a_conv_model_round_trips_through_the_model_store(conv_model, tmp_path):

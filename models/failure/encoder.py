@@ -11,8 +11,10 @@ step.  Those 144 values are the networks' inputs.
 
 It is fitted once per model, before the networks, on the failure and healthy events'
 histories ending 2 minutes before their reference time (the 2-minute network's
-windows), with a logistic head that is then dropped: the networks, the LSTM voter and
-its threshold are trained on its outputs as on any feature set.
+windows; ``OK_PER_FAILURE`` healthy events per failure, ``PER_LOOK_ALIKE`` on each benign
+look-alike) of the networks' period, with a logistic head that is then dropped: the
+networks, the LSTM voter and its threshold are trained on its outputs as on any feature
+set, and the voter's period is new to it.
 
 Example
 -------
@@ -40,6 +42,9 @@ from torch.nn import functional as F
 from hpcguard.models.features import LEARNED_FEATURE_SETS, SEQUENCE_CHANNELS, FeatureSet, sequence_inputs
 
 HISTORY_STEPS = LEARNED_FEATURE_SETS["conv"]
+# healthy events per failure and hard negatives per look-alike the encoder is fitted on: twice the
+# networks' draw (docs/results.md measured the encoder's far tail with this one)
+OK_PER_FAILURE, PER_LOOK_ALIKE = 20, 6
 CHANNELS = (32, 48, 48)
 RECENT_STEPS = 24  # the max-pool's span: the last 6 minutes
 POOLS = ("recent_max", "mean", "last")

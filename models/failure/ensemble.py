@@ -136,15 +136,11 @@ class FailureEnsemble:
 
     def network_probabilities(self, features: np.ndarray) -> np.ndarray:
         """``(N, 6)`` failure probability of every network (lead order)."""
-        x = torch.as_tensor(self.normalise(features), dtype=torch.float32)
-        with torch.no_grad():
-            return stacked_failure_probabilities(self.nets, x).double().numpy()
+        return stacked_failure_probabilities(self.nets, self.normalise(features))
 
     def vote_probabilities(self, net_probs: np.ndarray) -> np.ndarray:
         """LSTM vote probability from ``(N, 6)`` network probabilities (lead order)."""
-        seq = torch.as_tensor(np.asarray(net_probs)[:, self.sequence], dtype=torch.float32)
-        with torch.no_grad():
-            return self.voter.failure_probability(seq).double().numpy()
+        return self.voter.vote(np.asarray(net_probs)[:, self.sequence])
 
     def unanimous(self, net_probs: np.ndarray, n_networks: int) -> np.ndarray:
         """All-agree vote of the first ``n_networks`` of the sequence (7-min network first)."""

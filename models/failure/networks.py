@@ -19,6 +19,7 @@ Example
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -61,22 +62,26 @@ def make_networks(seed: int = 0, leads: tuple[int, ...] = LEAD_MINUTES) -> list[
     return nets
 
 
-def stacked_failure_probabilities(nets: list[LeadNetwork], x: torch.Tensor) -> torch.Tensor:
-    """Failure probability of every network, ``(N, len(nets))``.
+def stacked_failure_probabilities(nets: list[LeadNetwork], x: np.ndarray) -> np.ndarray:
+    """Failure probability of every network, ``(N, len(nets))`` float64.
 
     ``x`` is ``(N, 70)`` (all networks see the same window) or ``(N, len(nets), 70)``
-    (network ``i`` sees ``x[:, i]``).  All networks are evaluated as one batched matmul.
+    (network ``i`` sees ``x[:, i]``).  Computed in float64 with numpy's own ``einsum``
+    loops, not a BLAS matrix product: a row's result then never depends on how many
+    rows share its call, so the worker (a few nodes at a time) computes exactly what the
+    offline scan (thousands at once) computes.
     """
-    w1 = torch.stack([n.hidden.weight for n in nets])            # (K, H, D)
-    b1 = torch.stack([n.hidden.bias for n in nets])              # (K, H)
-    w2 = torch.stack([n.out.weight for n in nets])               # (K, 2, H)
-    b2 = torch.stack([n.out.bias for n in nets])                 # (K, 2)
-    if x.dim() == 2:
-        h = torch.tanh(torch.einsum("nd,khd->nkh", x, w1) + b1)
-    elif x.dim() == 3 and x.shape[1] == len(nets):
-        h = torch.tanh(torch.einsum("nkd,khd->nkh", x, w1) + b1)
+    x = np.asarray(x, dtype=float)
+    w1 = np.stack([n.hidden.weight.detach().double().numpy() for n in nets])   # (K, H, D)
+    b1 = np.stack([n.hidden.bias.detach().double().numpy() for n in nets])     # (K, H)
+    w2 = np.stack([n.out.weight.detach().double().numpy() for n in nets])      # (K, 2, H)
+    b2 = np.stack([n.out.bias.detach().double().numpy() for n in nets])        # (K, 2)
+    if x.ndim == 2 and x.shape[1] == w1.shape[2]:
+        h = np.tanh(np.einsum("nd,khd->nkh", x, w1) + b1)
+    elif x.ndim == 3 and x.shape[1] == len(nets) and x.shape[2] == w1.shape[2]:
+        h = np.tanh(np.einsum("nkd,khd->nkh", x, w1) + b1)
     else:
-        raise ValueError(f"features must be (N, {N_INPUTS}) or (N, {len(nets)}, {N_INPUTS}), got {tuple(x.shape)}")
-    logits = torch.einsum("nkh,kch->nkc", h, w2) + b2
+        raise ValueError(f"features must be (N, {w1.shape[2]}) or (N, {len(nets)}, {w1.shape[2]}), got {x.shape}")
+    logits = np.einsum("nkh,kch->nkc", h, w2) + b2
     # softmax over 2 classes: p(failure) = sigmoid(l1 − l0)
-    return torch.sigmoid(logits[..., 1] - logits[..., 0])
+    return 1.0 / (1.0 + np.exp(logits[..., 0] - logits[..., 1]))

@@ -146,8 +146,7 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     counts = np.bincount(y[tr], minlength=2).astype(float)
     weight = torch.as_tensor(counts.sum() / (2 * np.maximum(counts, 1)), dtype=torch.float32)
     _, loss, epoch = _fit(voter, voter.forward, x[tr], yt[tr], x[va], yt[va], weight, max_epochs, patience, lr, 0.0)
-    with torch.no_grad():
-        scores = voter.failure_probability(x[va]).numpy()
+    scores = voter.vote(np.asarray(net_probs_seq)[va])   # as inference computes them
     chosen = choose_threshold(y[va], scores, target_fpr)
     k_fail, n_fail = int((scores[y[va] == 1] >= chosen["threshold"]).sum()), int(y[va].sum())
     k_ok, n_ok = int((scores[y[va] == 0] >= chosen["threshold"]).sum()), int((y[va] == 0).sum())

@@ -71,6 +71,36 @@ class LstmVoter(nn.Module):
         logits = self.forward(probs)
         return torch.sigmoid(logits[:, 1] - logits[:, 0])
 
+    def vote(self, probs: np.ndarray) -> np.ndarray:
+        """``(N,)`` float64 failure probability of ``(N, K)`` network probabilities, computed
+        with numpy (the LSTM's gates step by step) so that a row's result never depends on
+        its batch-mates: what inference and the threshold's choice use.
+
+        >>> v = LstmVoter()
+        >>> p = np.random.default_rng(0).random((50, 6))
+        >>> bool(np.array_equal(v.vote(p)[7:8], v.vote(p[7:8])))
+        True
+        >>> with torch.no_grad():
+        ...     bool(np.allclose(v.vote(p), v.failure_probability(torch.as_tensor(p, dtype=torch.float32)), atol=1e-6))
+        True
+        """
+        p = np.asarray(probs, dtype=float)
+        lstm = self.lstm
+        w_ih = lstm.weight_ih_l0.detach().double().numpy()[:, 0]                     # (4H,)
+        w_hh = lstm.weight_hh_l0.detach().double().numpy()                           # (4H, H)
+        bias = (lstm.bias_ih_l0.detach().double() + lstm.bias_hh_l0.detach().double()).numpy()
+        n_hidden = w_hh.shape[1]
+        h = np.zeros((len(p), n_hidden))
+        c = np.zeros((len(p), n_hidden))
+        for t in range(p.shape[1]):   # gates in PyTorch's order: input, forget, cell, output
+            g = p[:, t:t + 1] * w_ih + np.einsum("nh,gh->ng", h, w_hh) + bias
+            i, f, o = (1.0 / (1.0 + np.exp(-g[:, k * n_hidden:(k + 1) * n_hidden])) for k in (0, 1, 3))
+            c = f * c + i * np.tanh(g[:, 2 * n_hidden:3 * n_hidden])
+            h = o * np.tanh(c)
+        logits = np.einsum("nh,ch->nc", h, self.out.weight.detach().double().numpy()) \
+            + self.out.bias.detach().double().numpy()
+        return 1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1]))
+
 
 def choose_threshold(y_true, scores, target_fpr: float | None = None) -> dict[str, float]:
     """Decision threshold from the ROC curve of a validation set.
