@@ -10,7 +10,8 @@ A model directory is self-describing::
                               (training-data digest sha256, sensor-map digest
                               ``sensor_map_sha256``, per-sensor ``coverage`` and its
                               warnings, missing sensors, data directories, seed)
-    MODEL_DIR/weights.pt      torch state dicts of the six networks and the LSTM voter
+    MODEL_DIR/weights.pt      torch state dicts of the six networks, the LSTM voter and, for
+                              the learned ``conv`` feature set, its encoder
     MODEL_DIR/metrics.json    training / validation metrics
 
 Example
