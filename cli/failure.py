@@ -334,9 +334,9 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
 
 
 def _fit_encoder(data: list[str], recs: list[Recorded], seed: int, hard_negatives: bool, note):
-    """The ``conv`` feature set's encoder, fitted on the 2-minute histories of the networks' period
-    (failures, healthy events and look-alikes): the LSTM voter and its threshold then see outputs
-    of histories the encoder was not fitted on, as the test will."""
+    """The ``conv`` feature set's encoder, fitted on the networks' period (failures, healthy events
+    and look-alikes, each through one lead's history, drawn): the LSTM voter and its threshold then
+    see outputs of histories the encoder was not fitted on, as the test will."""
     import numpy as np
 
     from hpcguard.models.failure.dataset import Events, build_events
@@ -351,12 +351,14 @@ def _fit_encoder(data: list[str], recs: list[Recorded], seed: int, hard_negative
     for k, (d, rec) in enumerate(zip(data, recs)):
         note(f"encoder histories of {d}")
         try:
-            ev = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times, leads=(2,),
+            ev = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times,
                               features=raw, ok_ratio=OK_PER_FAILURE, seed=seed + k, per_look_alike=PER_LOOK_ALIKE,
                               look_alikes=rec.look_alikes if hard_negatives else None)
         except ValueError as exc:
             fail(f"{d}: {exc}")
-        ev.features = ev.features.astype(np.float32)   # 96 x 10 values per event: half the memory
+        # one lead's history per event, drawn: every lead network reads the encoder
+        lead = np.random.default_rng(seed + k).integers(0, ev.features.shape[1], len(ev.labels))
+        ev.features = ev.features[np.arange(len(ev.labels)), lead][:, None].astype(np.float32)
         parts.append(ev)
     events = Events.concat(parts)
     try:

@@ -9,12 +9,12 @@ field of 29 steps, about 7 minutes), and pools each of its 48 output channels th
 ways: the maximum over the last 6 minutes, the mean over the history and the last
 step.  Those 144 values are the networks' inputs.
 
-It is fitted once per model, before the networks, on the failure and healthy events'
-histories ending 2 minutes before their reference time (the 2-minute network's
-windows; ``OK_PER_FAILURE`` healthy events per failure, ``PER_LOOK_ALIKE`` on each benign
-look-alike) of the networks' period, with a logistic head that is then dropped: the
-networks, the LSTM voter and its threshold are trained on its outputs as on any feature
-set, and the voter's period is new to it.
+It is fitted once per model, before the networks, on the failure and healthy events of
+the networks' period (``OK_PER_FAILURE`` healthy events per failure, ``PER_LOOK_ALIKE`` on
+each benign look-alike), each seen through the history of one of the six leads, drawn, so
+that every lead network reads inputs the encoder was fitted for; a logistic head is then
+dropped: the networks, the LSTM voter and its threshold are trained on its outputs as on
+any feature set, and the voter's period is new to it.
 
 Example
 -------
