@@ -340,19 +340,16 @@ def _fit_encoder(data: list[str], recs: list[Recorded], seed: int, hard_negative
     import numpy as np
 
     from hpcguard.models.failure.dataset import Events, build_events
-    from hpcguard.models.failure.encoder import HISTORY_STEPS, OK_PER_FAILURE, PER_LOOK_ALIKE, fit_encoder
+    from hpcguard.models.failure.encoder import (HISTORY_STEPS, OK_PER_FAILURE, PER_LOOK_ALIKE, RAW_HISTORY,
+                                                 fit_encoder)
     from hpcguard.models.failure.training import voter_period_start
-    from hpcguard.models.features import CANONICAL_SENSORS, FeatureSet
-
-    # the history itself, flattened step-major (96 x 10 values, as many as its names)
-    raw = FeatureSet("history", HISTORY_STEPS, lambda w: w.reshape(*w.shape[:-2], -1),
-                     tuple(f"t{i}" for i in range(HISTORY_STEPS)), "the history itself")
+    from hpcguard.models.features import CANONICAL_SENSORS
     parts = []
     for k, (d, rec) in enumerate(zip(data, recs)):
         note(f"encoder histories of {d}")
         try:
             ev = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times,
-                              features=raw, ok_ratio=OK_PER_FAILURE, seed=seed + k, per_look_alike=PER_LOOK_ALIKE,
+                              features=RAW_HISTORY, ok_ratio=OK_PER_FAILURE, seed=seed + k, per_look_alike=PER_LOOK_ALIKE,
                               look_alikes=rec.look_alikes if hard_negatives else None)
         except ValueError as exc:
             fail(f"{d}: {exc}")

@@ -168,6 +168,14 @@ def baseline_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> 
     return stats.reshape(*stats.shape[:-2], -1)
 
 
+def _robust_baseline(base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median and scale ``max(1.4826 MAD, 1 % |median| + 1e-3)`` of a baseline, per sensor (axis −2)."""
+    med = np.nanmedian(base, axis=-2)
+    scale = np.maximum(1.4826 * np.nanmedian(np.abs(base - med[..., None, :]), axis=-2),
+                       SCALE_FLOOR * np.abs(med) + 1e-3)
+    return med, scale
+
+
 def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np.ndarray:
     """Nine per-sensor features of the last ``window_steps`` against a robust trailing baseline.
 
@@ -198,9 +206,8 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
     base, win = x[..., :-window_steps, :], x[..., -window_steps:, :]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN sensor → NaN → 0 below, masked
-        med = np.nanmedian(base, axis=-2)                                             # (..., S)
+        med, scale = _robust_baseline(base)                                           # (..., S)
         floor = SCALE_FLOOR * np.abs(med) + 1e-3
-        scale = np.maximum(1.4826 * np.nanmedian(np.abs(base - med[..., None, :]), axis=-2), floor)
         z = np.clip((win - med[..., None, :]) / scale[..., None, :], -Z_CLIP, Z_CLIP)
         zb = (base - med[..., None, :]) / scale[..., None, :]
         n = (~np.isnan(z)).sum(axis=-2)
@@ -250,9 +257,7 @@ def sequence_inputs(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
     missing = np.isnan(x)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN sensor → NaN → 0 below, masked
-        med = np.nanmedian(base, axis=1)                                              # (N, S)
-        scale = np.maximum(1.4826 * np.nanmedian(np.abs(base - med[:, None, :]), axis=1),
-                           SCALE_FLOOR * np.abs(med) + 1e-3)
+        med, scale = _robust_baseline(base)                                           # (N, S)
         z = np.clip((x - med[:, None, :]) / scale[:, None, :], -Z_CLIP, Z_CLIP) / 5.0
     z = np.nan_to_num(np.where(missing, 0.0, z), nan=0.0)
     level = np.where(missing[..., PERCENT_SENSORS], 0.0, x[..., PERCENT_SENSORS] / 100.0)

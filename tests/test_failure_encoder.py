@@ -4,10 +4,10 @@ import pytest
 
 from hpcguard.connectors.model_store import load_model, save_model
 from hpcguard.models.failure.dataset import Events, build_events
-from hpcguard.models.failure.encoder import HISTORY_STEPS, encoder_feature_set, fit_encoder
+from hpcguard.models.failure.encoder import HISTORY_STEPS, RAW_HISTORY, encoder_feature_set, fit_encoder
 from hpcguard.models.failure.ensemble import FailureEnsemble
 from hpcguard.models.failure.training import train_ensemble
-from hpcguard.models.features import FeatureSet, feature_set, history_steps_of, sequence_inputs
+from hpcguard.models.features import feature_set, history_steps_of, sequence_inputs
 
 from _failure_data import GRID, T0, synthetic_grid
 
@@ -42,11 +42,9 @@ def test_conv_is_a_learned_set_not_a_registered_one():
 def conv_model():
     """An encoder and a conv ensemble trained on synthetic grids whose failures follow a ramp."""
     events, windows, labels = [], [], []
-    raw = FeatureSet("history", HISTORY_STEPS, lambda w: w.reshape(*w.shape[:-2], -1),
-                     tuple(range(HISTORY_STEPS)), "the history itself")
     grids = [synthetic_grid(seed=s) for s in (1, 2)]
     for k, (v, fn, ft) in enumerate(grids):
-        ev = build_events(v, T0, GRID, fn, ft, leads=(2,), features=raw, ok_ratio=10, seed=k)
+        ev = build_events(v, T0, GRID, fn, ft, leads=(2,), features=RAW_HISTORY, ok_ratio=10, seed=k)
         windows.append(ev.features[:, 0].reshape(-1, HISTORY_STEPS, 10))
         labels.append(ev.labels)
     encoder, report = fit_encoder(np.concatenate(windows), np.concatenate(labels), seed=0, epochs=8)

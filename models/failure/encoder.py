@@ -46,6 +46,7 @@ HISTORY_STEPS = LEARNED_FEATURE_SETS["conv"]
 # networks' draw (docs/results.md measured the encoder's far tail with this one)
 OK_PER_FAILURE, PER_LOOK_ALIKE = 20, 6
 CHANNELS = (32, 48, 48)
+KERNEL = 5
 RECENT_STEPS = 24  # the max-pool's span: the last 6 minutes
 POOLS = ("recent_max", "mean", "last")
 
@@ -58,11 +59,17 @@ class SequenceEncoder(nn.Module):
         layers: list[nn.Module] = []
         prev = in_channels
         for i, c in enumerate(channels):
-            layers += [nn.Conv1d(prev, c, 5, padding=2 * 2 ** i, dilation=2 ** i), nn.ReLU()]
+            layers += [nn.Conv1d(prev, c, KERNEL, padding=(KERNEL // 2) * 2 ** i, dilation=2 ** i), nn.ReLU()]
             prev = c
         self.conv = nn.Sequential(*layers)
         self.head = nn.Linear(prev * len(POOLS), 1)   # fitting only: the networks replace it
         self.channels = tuple(channels)
+
+    @property
+    def architecture(self) -> dict[str, Any]:
+        """What a model manifest records of it (``channels`` rebuilds it)."""
+        return {"channels": list(self.channels), "kernel": KERNEL,
+                "dilations": [2 ** i for i in range(len(self.channels))]}
 
     @property
     def n_outputs(self) -> int:
@@ -99,6 +106,11 @@ class SequenceEncoder(nn.Module):
 def _pool(h: torch.Tensor) -> torch.Tensor:
     """``(N, C, T)`` → ``(N, 3C)``: max over the last 6 minutes, mean, last step."""
     return torch.cat([h[..., -RECENT_STEPS:].amax(-1), h.mean(-1), h[..., -1]], dim=1)
+
+
+# the history itself, flattened (96 x 10 values, as many as its names): the encoder's training input
+RAW_HISTORY = FeatureSet("history", HISTORY_STEPS, lambda w: w.reshape(*w.shape[:-2], -1),
+                         tuple(f"t{i}" for i in range(HISTORY_STEPS)), "the history itself")
 
 
 def encoder_feature_set(encoder: SequenceEncoder) -> FeatureSet:

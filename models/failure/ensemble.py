@@ -200,8 +200,7 @@ class FailureEnsemble:
         }
         weights = {"nets": [n.state_dict() for n in self.nets], "voter": self.voter.state_dict()}
         if self.encoder is not None:
-            config["architecture"]["encoder"] = {"channels": list(self.encoder.channels), "kernel": 5,
-                                                 "dilations": [2 ** i for i in range(len(self.encoder.channels))]}
+            config["architecture"]["encoder"] = self.encoder.architecture
             weights["encoder"] = self.encoder.state_dict()
         return {"config": config, "weights": weights}
 
