@@ -13,7 +13,12 @@ A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings `
 - or the broker has not answered an end-offset query;
 - or, for ``2 × stall_after_s``, the *group* has not committed a partition of the topics the
   streams read while records follow its committed offset, whichever member owns it, or none
-  (:meth:`ProgressWatch.observe_group`, probed by :meth:`BrokerCommits.backlog`).
+  (:meth:`ProgressWatch.observe_group`, probed by :meth:`BrokerCommits.backlog`);
+- or, for ``2 × stall_after_s``, a table recovery (which holds every input back) has not moved
+  its changelog offsets (:meth:`ProgressWatch.observe_recovery`);
+- or, for ``2 × stall_after_s``, the broker-side checks could not look: their queries kept
+  failing, or one has not returned (:meth:`ProgressWatch.observe_query`). A check that
+  cannot see the group's commits would otherwise pass a stuck group silently.
 
 On a stall the worker logs it (CRITICAL, with the partitions and the reason; then where each
 pending asyncio task waits, :func:`task_stacks`), sets
@@ -62,6 +67,7 @@ log = logging.getLogger("hpcguard.liveness")
 EX_TEMPFAIL = 75  # sysexits.h: temporary failure, try again (what a supervisor should restart on)
 COMMIT_LOGGER = "aiokafka.consumer.group_coordinator"
 QUERY_TIMEOUT_S = 30.0
+CALL_TIMEOUT_MS = 10_000  # one kafka-python call of a broker query (theirs block without end by default)
 
 
 class StreamWait:
@@ -129,6 +135,8 @@ class ProgressWatch:
         self.broker_silent_since: float | None = None
         self.commits: dict[Hashable, tuple[int | None, float]] = {}  # committed offset, since when
         self.group: dict[Hashable, tuple[int | None, float]] = {}  # the group's committed offset, since when
+        self.recovery: tuple[Any, float] | None = None  # a running table recovery's offsets, since when
+        self.blind_since: float | None = None  # broker-side checks failing since
         self.cause = "" # progress | commit | broker: what the last stall verdict was about
 
     def commit_failed(self) -> None:
@@ -249,6 +257,61 @@ class ProgressWatch:
     def forget_group(self) -> None:
         """Start the group's clocks anew (a table recovery pauses every input on purpose)."""
         self.group.clear()
+
+    def observe_recovery(self, now: float, offsets: Mapping[Hashable, int] | None) -> str | None:
+        """The stall reason when a table recovery has read no changelog record for ``2 × stall_after_s``.
+
+        ``offsets``: the recovery's changelog read offsets while one runs, else ``None``.  A
+        recovery pauses every input partition and the group check stands aside for it, so one
+        that never ends would hold the worker silently.
+
+        >>> w = ProgressWatch(stall_after_s=60, max_commit_errors=50)
+        >>> w.observe_recovery(0, {"cl/0": 5}) is None
+        True
+        >>> w.observe_recovery(100, {"cl/0": 9}) is None          # it reads on
+        True
+        >>> w.observe_recovery(221, {"cl/0": 9})
+        'a table recovery has read no changelog record for 121 s (offsets cl/0: 9)'
+        >>> w.observe_recovery(222, None) is None                 # it ended
+        True
+        """
+        if offsets is None:
+            self.recovery = None
+            return None
+        key = tuple(sorted((str(tp), int(o)) for tp, o in offsets.items()))
+        if self.recovery is None or self.recovery[0] != key:
+            self.recovery = (key, now)
+            return None
+        if now - self.recovery[1] >= 2 * self.stall_after_s:
+            self.cause = "recovery"
+            shown = ", ".join(f"{tp}: {o}" for tp, o in key[:5]) + (" ..." if len(key) > 5 else "")
+            return f"a table recovery has read no changelog record for {now - self.recovery[1]:.0f} s (offsets {shown})"
+        return None
+
+    def observe_query(self, now: float, looked: bool, why: str = "") -> str | None:
+        """The stall reason when the broker-side checks could not look for ``2 × stall_after_s``.
+
+        ``looked``: this check's broker queries (committed offsets, the group's backlog)
+        answered; ``why`` says what went wrong when they did not (an error, a query that has
+        not returned).
+
+        >>> w = ProgressWatch(stall_after_s=60, max_commit_errors=50)
+        >>> w.observe_query(0, False, "TimeoutError()") is None
+        True
+        >>> w.observe_query(121, False, "TimeoutError()")
+        'the broker-side checks could not look for 121 s (last: TimeoutError())'
+        >>> w.observe_query(122, True) is None
+        True
+        """
+        if looked:
+            self.blind_since = None
+            return None
+        if self.blind_since is None:
+            self.blind_since = now
+        if now - self.blind_since >= 2 * self.stall_after_s:
+            self.cause = "broker"
+            return f"the broker-side checks could not look for {now - self.blind_since:.0f} s (last: {why})"
+        return None
 
     def _commit_verdict(self, now: float) -> str | None:
         if self.last_moved is None:
@@ -439,7 +502,8 @@ class BrokerCommits:
 
         consumer = self._ensure()
         try:
-            return {tp: consumer.committed(TopicPartition(tp.topic, tp.partition)) for tp in tps}
+            return {tp: consumer.committed(TopicPartition(tp.topic, tp.partition), timeout_ms=CALL_TIMEOUT_MS)
+                    for tp in tps}
         except Exception:
             self.close()  # a broken connection: a fresh consumer next time
             raise
@@ -449,7 +513,8 @@ class BrokerCommits:
         of ``topics``; raises on broker errors.
 
         The records after the committed offset come from a fetch at that offset (its response
-        carries the true high watermark; tansu lists end offsets short of the last record batch).
+        carries the true high watermark; tansu lists end offsets short of the last record batch),
+        or from the listed end offset for a partition whose fetch did not answer within ``wait_s``.
         """
         from kafka import TopicPartition
 
@@ -464,13 +529,16 @@ class BrokerCommits:
                     consumer.seek_to_beginning(tp)
                 else:
                     consumer.seek(tp, committed[tp])
-            starts = {tp: consumer.position(tp) for tp in tps}
+            starts = {tp: consumer.position(tp, timeout_ms=CALL_TIMEOUT_MS) for tp in tps}
             deadline = time.monotonic() + wait_s
             highs: dict = {}
             while len(highs) < len(tps) and time.monotonic() < deadline:
                 consumer.poll(timeout_ms=200, max_records=1)
                 highs = {tp: h for tp in tps if (h := consumer.highwater(tp)) is not None}
-            return {(tp.topic, tp.partition): (committed[tp], max(0, highs[tp] - starts[tp])) for tp in highs}
+            missing = [tp for tp in tps if tp not in highs]
+            if missing:  # no fetch answered in time: the listed end (short of the last batch on tansu), not nothing
+                highs.update(consumer.end_offsets(missing, timeout_ms=CALL_TIMEOUT_MS))
+            return {(tp.topic, tp.partition): (committed[tp], max(0, highs[tp] - starts[tp])) for tp in tps}
         except Exception:
             self.close()
             raise
@@ -508,9 +576,11 @@ def install(app: Any, settings: Any) -> ProgressWatch:
     hpc_settings = getattr(getattr(app, "hpc", None), "settings", None)
     broker_commits = BrokerCommits(hpc_settings.kafka, app.conf.id) if hpc_settings is not None else None
 
-    querying: list = []  # non-empty while a broker query runs in the executor
+    querying: list[float] = []  # when the broker query running in the executor started (empty: none runs)
     group_checked = [-float("inf")]  # when the group's backlog was last probed
     group_every_s = max(settings.check_every_s, settings.stall_after_s / 4)
+    blind: list[str] = []  # why this check's broker queries did not answer
+    answered: list[bool] = []  # a broker query of this check answered
 
     def _run_then_release(fn: Any, *args: Any) -> Any:
         try:
@@ -520,12 +590,21 @@ def install(app: Any, settings: Any) -> ProgressWatch:
 
     async def broker_query(fn: Any, *args: Any) -> Any:
         """``fn(*args)`` in the executor, one at a time (kafka-python's consumer is not thread-safe);
-        ``None`` when another query runs."""
+        ``None`` when another query runs (noted in ``blind`` once it has run past its timeout)."""
         if querying:
+            running = time.monotonic() - querying[0]
+            if running > QUERY_TIMEOUT_S:
+                blind.append(f"a broker query has not returned for {running:.0f} s")
             return None
-        querying.append(True)
-        return await asyncio.wait_for(asyncio.shield(asyncio.get_running_loop().run_in_executor(
-            None, _run_then_release, fn, *args)), timeout=QUERY_TIMEOUT_S)
+        querying.append(time.monotonic())
+        try:
+            result = await asyncio.wait_for(asyncio.shield(asyncio.get_running_loop().run_in_executor(
+                None, _run_then_release, fn, *args)), timeout=QUERY_TIMEOUT_S)
+        except Exception as exc:
+            blind.append(repr(exc))
+            raise
+        answered.append(True)
+        return result
 
     async def committed_offsets(tps: list) -> dict:
         """The broker's committed offsets of ``tps``; faust's own record where the broker cannot say."""
@@ -539,12 +618,19 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             return faust_view
         return {tp: stored.get(tp) if stored.get(tp) is not None else faust_view[tp] for tp in tps}
 
+    def recovery_offsets() -> dict | None:
+        """The running table recovery's changelog read offsets; ``None`` when none runs."""
+        if not getattr(app, "in_recovery", False):
+            return None
+        recovery = getattr(getattr(app, "tables", None), "recovery", None)
+        return dict(getattr(recovery, "active_offsets", None) or {})
+
     async def group_verdict(now: float) -> str | None:
         """Every ``group_every_s``: the group's backlog on every partition of the topics the streams read."""
         if broker_commits is None or now - group_checked[0] < group_every_s:
             return None
         if getattr(app, "in_recovery", False):
-            watch.forget_group()  # a table recovery holds every input back on purpose
+            watch.forget_group()  # a table recovery holds every input back on purpose (observe_recovery bounds it)
             return None
         group_checked[0] = now
         try:
@@ -574,9 +660,15 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             positions = _positions(app, tps)
             for tp in tps:
                 CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
+            blind.clear(), answered.clear()
             verdict = watch.observe(now, positions, ends) or watch.observe_commits(
                 now, await committed_offsets(tps), {tp: app.consumer._read_offset.get(tp) for tp in tps}) \
-                or await group_verdict(now)
+                or await group_verdict(now) or watch.observe_recovery(now, recovery_offsets())
+            if verdict is None and (blind or answered):  # a check that queried nothing says nothing
+                if blind and watch.blind_since is None:
+                    log.warning("the broker-side liveness checks cannot look (%s): a stall if that lasts %.0f s",
+                                blind[-1], 2 * settings.stall_after_s)
+                verdict = watch.observe_query(now, not blind, blind[-1] if blind else "")
         if verdict is None:
             if reported:
                 log.warning("consumer progresses again")

@@ -111,6 +111,8 @@ class FaultRun:
         self.worker_argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", bootstrap, "--model", model_dir,
                             "--app-id", f"app-{self.prefix}", "--data-dir", str(tmp / "state"),
                             "--audit-log", str(self.audit_log), "--adapter", adapter, *extra]
+        if os.environ.get("HPCGUARD_FAULT_LOGLEVEL"):  # e.g. info: Faust's rebalance and recovery steps in worker.log
+            self.worker_argv += ["--loglevel", os.environ["HPCGUARD_FAULT_LOGLEVEL"]]
         self.worker: subprocess.Popen | None = None
         self.replayer: subprocess.Popen | None = None
         self.exits: list[int] = []

@@ -133,3 +133,82 @@ def test_group_backlog_counts_records_after_the_committed_offset_to_the_true_end
         assert reader.read([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 6}  # same consumer, still reads
     finally:
         reader.close()
+
+
+class _FakeConsumer:
+    """What the check reads of faust's consumer: nothing assigned (a recovery pauses every input)."""
+
+    _read_offset: dict = {}
+    _committed_offset: dict = {}
+
+    def assignment(self):
+        return set()
+
+    async def highwaters(self, *tps):
+        return {}
+
+
+def _installed_check(monkeypatch, hpc=None, **app_fields):
+    """The liveness check ``install`` registers on an app, with a 0.1 s stall time, reporting (not exiting)."""
+    from types import SimpleNamespace
+
+    from hpcguard.settings import LivenessSettings
+    from hpcguard.streams import liveness
+
+    monkeypatch.setattr(liveness, "QUERY_TIMEOUT_S", 0.05)
+    timers = []
+    conductor = SimpleNamespace(_topic_name_index={"raw.ipmi": None}, acks_enabled_for=lambda t: True)
+    app = SimpleNamespace(conf=SimpleNamespace(id="app-test"), consumer=_FakeConsumer(), topics=conductor,
+                          timer=lambda every, name: timers.append, hpc=hpc, **app_fields)
+    app.tables = SimpleNamespace(changelog_topics=set(), recovery=app_fields.get("recovery"))
+    liveness.install(app, LivenessSettings(check_every_s=0.01, stall_after_s=0.1, on_stall="log"))
+    return timers[0]
+
+
+def _run_checks(check, seconds: float, then=lambda: None) -> None:
+    """Run ``check`` every 0.03 s for ``seconds``, then ``then()`` (still inside the event loop)."""
+    import asyncio
+    import time
+
+    async def loop():
+        try:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                await check()
+                await asyncio.sleep(0.03)
+        finally:
+            then()
+
+    asyncio.run(loop())
+
+
+def test_a_table_recovery_that_reads_nothing_is_a_stall(monkeypatch, caplog):
+    """A recovery pauses every input and the group check stands aside for it: one that never ends is reported."""
+    from types import SimpleNamespace
+
+    recovery = SimpleNamespace(active_offsets={"node-grids-changelog/0": 17})
+    check = _installed_check(monkeypatch, in_recovery=True, recovery=recovery)
+    with caplog.at_level(logging.ERROR, logger="hpcguard.liveness"):
+        _run_checks(check, 0.5)
+    stalls = [r.getMessage() for r in caplog.records if "consumer stalled" in r.getMessage()]
+    assert stalls and "a table recovery has read no changelog record" in stalls[0], stalls
+
+
+def test_a_broker_query_that_never_returns_is_a_stall(monkeypatch, caplog):
+    """kafka-python's calls can wait without end: a check that cannot see the group's commits says so."""
+    import threading
+    from types import SimpleNamespace
+
+    from hpcguard.settings import KafkaSettings
+    from hpcguard.streams.liveness import BrokerCommits
+
+    release = threading.Event()
+    monkeypatch.setattr(BrokerCommits, "backlog", lambda self, topics: release.wait(10))
+    check = _installed_check(monkeypatch, hpc=SimpleNamespace(settings=SimpleNamespace(
+        kafka=KafkaSettings(bootstrap="127.0.0.1:9"))), in_recovery=False)
+    with caplog.at_level(logging.WARNING, logger="hpcguard.liveness"):
+        _run_checks(check, 0.6, then=release.set)  # the hung call returns before the loop's executor shuts down
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("the broker-side liveness checks cannot look") for m in messages), messages
+    stalls = [m for m in messages if "consumer stalled" in m]
+    assert stalls and "the broker-side checks could not look" in stalls[0], messages
