@@ -660,7 +660,8 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             positions = _positions(app, tps)
             for tp in tps:
                 CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
-            blind.clear(), answered.clear()
+            blind.clear()
+            answered.clear()
             verdict = watch.observe(now, positions, ends) or watch.observe_commits(
                 now, await committed_offsets(tps), {tp: app.consumer._read_offset.get(tp) for tp in tps}) \
                 or await group_verdict(now) or watch.observe_recovery(now, recovery_offsets())

@@ -7,7 +7,7 @@ predictions (by node, step and what they said), actions, acks and adapter execut
 0 worker exits the fault did not cause; CanarIO's IO verdicts (by window, with their
 features) are compared and reported, not yet required exact (docs/faults.md); the hostile-input run also dead-letters every hostile record with a reason.
 Set ``HPCGUARD_FAULT_REPORT=FILE`` to collect one JSON note per fault (injected, lost,
-duplicated, recovery seconds).  Runs take minutes: ``pytest -m faults``.
+duplicated, recovery seconds), ``HPCGUARD_FAULT_LOGLEVEL=info`` to keep the workers' info logs.  Runs take minutes: ``pytest -m faults``.
 """
 from __future__ import annotations
 
