@@ -466,6 +466,123 @@ def train_failure(
                f"(tpr {lstm['tpr']:.3f}, 95 % CI {lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g})")
 
 
+@train_app.command("threshold")
+def train_threshold(
+    model: str = typer.Option(..., "--model", help="Model directory written by 'hpcguard train failure'."),
+    data: List[str] = typer.Option(..., "--data", help="Labelled history (with failures.csv) the model was not "
+                                   "trained on, e.g. the site's latest weeks; repeat for several."),
+    out: str = typer.Option(..., "--out", help="Model directory to write (created; not --model itself)."),
+    false_alarms: float = typer.Option(2.0, "--false-alarms", min=0.0, help="False-alarm episodes per 100 "
+                                       "node-days the worker may raise (the prediction target: 2)."),
+    sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML); default: "
+                                             "the installed mapping."),
+    stride: int = typer.Option(1, "--scan-stride", min=1, help="Evaluate every N-th 15 s step (1: as the "
+                               "worker; larger is faster and coarser)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the calibration (chosen point and the whole "
+                                 "online operating curve) as JSON."),
+) -> None:
+    """Set the LSTM vote threshold for a false-alarm budget, from the worker's own warnings on a history.
+
+    'train failure' chooses the threshold on the ROC of single events; online, every node is
+    judged every 15 s and one false alarm lasts minutes, so the alarms an operator sees per
+    node-day follow from neither.  This command runs the worker's online vote over every node
+    of the given histories, sweeps the threshold, and keeps the lowest one whose false-alarm
+    episodes per 100 node-days, and those of every higher threshold, stay within the budget.
+    The networks and the voter are unchanged; the new model gets its own version.
+    """
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    from hpcguard.connectors.model_store import digest_dirs, load_model, save_model
+    from hpcguard.models.failure.dataset import healthy_mask
+    from hpcguard.models.failure.evaluation import (curve_thresholds, healthy_votes, online_curve,
+                                                    online_vote_scan, pool_curves, threshold_for_false_alarms)
+
+    torch.set_num_threads(1)
+    if Path(out).resolve() == Path(model).resolve():
+        fail("--out must be a new directory: the calibrated model is a model of its own version")
+    try:
+        ensemble, manifest = load_model(model)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    if ensemble.vote != "lstm":
+        fail(f"{model} votes {ensemble.vote_name}: only the LSTM vote has a threshold to set")
+    mapping = _load_mapping(sensor_map)
+    scans = []
+    with _progress(as_json) as bar:
+        task = bar.add_task("loading", total=len(data))
+        for d in data:
+            bar.update(task, description=f"online vote on {d}")
+            rec = _load_recorded(d, ensemble.grid_s, mapping)
+            if not len(rec.failure_times):
+                typer.secho(f"note: {d} has no failure: it counts for the false alarms only", err=True,
+                            fg=typer.colors.YELLOW)
+            votes = online_vote_scan(ensemble.online_vote, rec.values, rec.t0, ensemble.grid_s,
+                                     ensemble.history_steps, stride=stride)
+            healthy = healthy_mask(rec.values.shape[0], rec.values.shape[1], rec.t0, ensemble.grid_s,
+                                   rec.failure_nodes, rec.failure_times)
+            pre = rec.precursor if rec.precursor is not None else np.ones(len(rec.failure_times), bool)
+            scans.append((rec, votes, healthy, pre))
+            bar.advance(task)
+        bar.update(task, description="operating curve")
+        try:
+            ok = np.concatenate([healthy_votes(v, h, r.t0, ensemble.grid_s) for r, v, h, _ in scans])
+            thresholds = np.append(curve_thresholds(ok, max_fpr=1e-2, points=60), ensemble.threshold)
+        except ValueError as exc:
+            fail(f"{', '.join(data)}: {exc}")
+        curve = pool_curves([online_curve(v, thresholds, r.failure_nodes, r.failure_times, h, r.t0, ensemble.grid_s,
+                                          precursor=pre) for r, v, h, pre in scans])
+    node_days = curve[0]["node_days"]
+    one_episode = 100.0 / node_days
+    chosen = threshold_for_false_alarms(curve, false_alarms)
+    if chosen is None:
+        fail(f"no vote threshold keeps within {false_alarms:g} false-alarm episodes per 100 node-days on these "
+             f"{node_days:.1f} node-days (one episode is {one_episode:.2f}; even above every healthy vote "
+             f"{curve[-1]['false_alarm_episodes']} remain, raised outside healthy operation, e.g. just after "
+             "a failure): give more history or a larger --false-alarms")
+    own = next(c for c in curve if c["threshold"] == ensemble.threshold)
+    notes = []
+    if false_alarms < one_episode:
+        notes.append(f"on {node_days:.1f} node-days one false-alarm episode is already {one_episode:.2f} per 100 "
+                     f"node-days: the budget allows none here, so the threshold is set above every false alarm "
+                     "seen; more history sets it closer")
+        typer.secho(f"note: {notes[-1]}", err=True, fg=typer.colors.YELLOW)
+    digest = digest_dirs(data)
+    calibration = {"data_dirs": [str(Path(d).resolve()) for d in data], "data_sha256": digest,
+                   "false_alarms_per_100_node_days_budget": false_alarms, "stride_steps": stride,
+                   "node_days": node_days, "threshold_before": ensemble.threshold, "before": own, "chosen": chosen,
+                   "calibrated_from": ensemble.version}
+    tag = hashlib.sha256(f"{ensemble.version}|{digest}|{false_alarms!r}|{stride}".encode()).hexdigest()[:8]
+    before = ensemble.threshold
+    ensemble.threshold = chosen["threshold"]
+    ensemble.version = f"{ensemble.version}-fa{tag}"
+    meta = dict(manifest.get("metadata", {}))
+    metrics = dict(manifest.get("metrics", {}))
+    # the per-prediction fpr the worker reports (UC in reasons): now the online one of the calibration data
+    metrics["lstm"] = {**metrics.get("lstm", {}), "threshold": chosen["threshold"], "fpr": chosen["fpr_per_step"],
+                       "roc_threshold": before, "fpr_source": "online calibration"}
+    meta.update({"metrics": metrics, "calibration": calibration})
+    try:
+        save_model(ensemble, out, meta)
+    except OSError as exc:
+        fail(f"cannot write model to {out}: {exc}")
+    summary = {"model": str(out), "version": ensemble.version, "threshold": chosen["threshold"],
+               "threshold_before": before, "chosen": chosen, "before": own, "node_days": node_days,
+               "false_alarms_budget": false_alarms, "notes": notes, "curve": curve}
+    if as_json:
+        emit_json(summary)
+        return
+    typer.echo(f"wrote {out} ({ensemble.version}): vote threshold {chosen['threshold']:.6g} (was {before:.6g}) on "
+               f"{node_days:.1f} node-days of {len(data)} histor{'y' if len(data) == 1 else 'ies'}")
+    for label, c in (("before", own), ("now", chosen)):
+        typer.echo(f"  {label:6s} {c['false_alarm_episodes']} false-alarm episodes = "
+                   f"{c['false_alarms_per_100_node_days']:.2f} per 100 node-days; {c['precursor_warned_2min']}/"
+                   f"{c['precursor_failures']} precursor failures warned >= 2 min ahead "
+                   f"({c['precursor_warned_2min_share']:.0%}), {c['warned_2min']}/{c['failures']} of all")
+
+
 def _baseline_row(train_recs: list[Recorded], rec: Recorded, events, seed: int) -> tuple[dict, Any]:
     """The baseline threshold detector learned on the training data's healthy windows: (row, decisions)."""
     import numpy as np
@@ -607,8 +724,29 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
         result["online"] = online_summary(scan, rec.failure_nodes, rec.failure_times, healthy, rec.t0,
                                           ensemble.grid_s, precursor=pre_all, family=family_all)
         result["online"]["stride_steps"] = stride
+        if ensemble.vote == "lstm":
+            note("online operating curve")
+            result.update(_online_curve(ensemble, rec, healthy, pre_all, stride))
     result["targets"] = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), result.get("online"))
     return result
+
+
+def _online_curve(ensemble, rec: Recorded, healthy, precursor, stride: int) -> dict:
+    """The online operating curve on this data (the vote threshold swept over the healthy evaluations'
+    votes, the model's own threshold among them) and its point at the false-alarm target, set with hindsight."""
+    import numpy as np
+
+    from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, curve_thresholds, healthy_votes,
+                                                    online_curve, online_vote_scan, threshold_for_false_alarms)
+
+    votes = online_vote_scan(ensemble.online_vote, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps,
+                             stride=stride)
+    thresholds = np.append(curve_thresholds(healthy_votes(votes, healthy, rec.t0, ensemble.grid_s)),
+                           ensemble.threshold)
+    curve = online_curve(votes, thresholds, rec.failure_nodes, rec.failure_times, healthy, rec.t0, ensemble.grid_s,
+                         precursor=precursor)
+    budget = PREDICTION_TARGETS["online_false_alarms_per_100_node_days"]
+    return {"online_curve": curve, "online_at_false_alarm_target": threshold_for_false_alarms(curve, budget)}
 
 
 @evaluate_app.command("failure")
@@ -676,6 +814,9 @@ def evaluate_failure(
             out.mkdir(parents=True, exist_ok=True)
             bar.update(task, description="plots")
             _plots(out, ensemble, scores["labels"], scores, result["rows"])
+            if "online_curve" in result:
+                _plot_online_curve(out / "online_curve.png", result["online_curve"], ensemble.threshold,
+                                   "Online operating curve")
             (out / "report.json").write_text(json.dumps(_clean(result), indent=2))
             (out / "report.md").write_text(_markdown(result))
     if as_json:
@@ -706,6 +847,20 @@ def _markdown(result: dict) -> str:
                   f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor), "
                   f"{o['false_alarm_episodes']} false-alarm episodes = {o['false_alarms_per_100_node_days']:.2f} per "
                   f"100 node-days, median lead {o['median_lead_minutes']:.1f} min"]
+    if "online_curve" in result:
+        at = result["online_at_false_alarm_target"]
+        lines += ["", "Online operating curve (the vote threshold swept on this data, with hindsight; "
+                  "online_curve.png with --report):", "",
+                  "| vote threshold | precursor failures warned >= 2 min | false-alarm episodes / 100 node-days |",
+                  "|---|---|---|"]
+        lines += [f"| {c['threshold']:.6g} | {c['precursor_warned_2min_share']:.3f} | "
+                  f"{c['false_alarms_per_100_node_days']:.2f} |" for c in result["online_curve"][::-1]]
+        lines += ["", "At the false-alarm target: " + (
+            f"threshold {at['threshold']:.6g} warns {at['precursor_warned_2min_share']:.3f} of the precursor "
+            f"failures >= 2 min ahead at {at['false_alarms_per_100_node_days']:.2f} episodes per 100 node-days "
+            "(hindsight; hpcguard train threshold sets it from a labelled history)" if at else
+            "no threshold on the curve keeps within it (one episode on this data is "
+            f"{100.0 / max(o['node_days'], 1e-9):.2f} per 100 node-days)")]
     for name, at in result.get("at_fpr", {}).items():
         a, p = at["all"], at["precursor"]
         lines += ["", f"{name} with its threshold put at fpr {a['fpr_bound']:g} of these {a['ok']} healthy events "
@@ -788,6 +943,37 @@ def _plot_uc(path: Path, series: list[tuple[str, float]], ylabel: str, title: st
     if title:
         ax.set_title(title)
     ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plot_online_curve(path: Path, curve: list[dict], model_threshold: float, title: str) -> None:
+    """Precursor failures warned >= 2 min ahead against false-alarm episodes per 100 node-days, the
+    model's own threshold marked and the targets' corner shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    ax.plot([c["false_alarms_per_100_node_days"] for c in curve], [c["precursor_warned_2min_share"] for c in curve],
+            "o-", ms=3, label="vote threshold swept")
+    own = min(curve, key=lambda c: abs(c["threshold"] - model_threshold))
+    ax.plot(own["false_alarms_per_100_node_days"], own["precursor_warned_2min_share"], "r*", ms=12,
+            label=f"the model's threshold {model_threshold:.4g}")
+    fa, share = (PREDICTION_TARGETS["online_false_alarms_per_100_node_days"],
+                 PREDICTION_TARGETS["online_precursor_warned_2min_share"])
+    ax.fill_between([0, fa], share, 1.0, color="green", alpha=0.15, label="targets")
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("false-alarm episodes per 100 node-days")
+    ax.set_ylabel("precursor failures warned >= 2 min ahead")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -929,6 +1115,7 @@ def _cross_markdown(result: dict) -> str:
     each pair against the cross-profile target."""
     from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
 
+    budget = PREDICTION_TARGETS["online_false_alarms_per_100_node_days"]
     k = result["train_histories"]
     seeds = f"seed {result['seed']}" if k == 1 else f"{k} histories, seeds {result['seed']}-{result['seed'] + k - 1}"
     lines = [f"Cross-profile evaluation: features `{result['features']}`, {result['nodes']} nodes × "
@@ -942,15 +1129,18 @@ def _cross_markdown(result: dict) -> str:
     lines += ["", f"Online scan (the worker's predictor, every {result['scan_stride_steps']} step(s), persistence "
               f"{result['persistence']}):", "",
               "| train → test | failures (precursor) | warned ≥ 2 min | precursor warned ≥ 2 min | false-alarm "
-              "episodes / 100 node-days | median lead (min) | LSTM threshold: validation failures, tpr 95 % CI |",
-              "|---|---|---|---|---|---|---|"]
+              "episodes / 100 node-days | median lead (min) | LSTM threshold: validation failures, tpr 95 % CI | "
+              f"precursor warned ≥ 2 min at ≤ {budget:g} false-alarm episodes / 100 node-days (hindsight) |",
+              "|---|---|---|---|---|---|---|---|"]
     for p in result["pairs"]:
         o, v = p["online"], p["validation"]
         ci = v.get("tpr_ci95") or [float("nan")] * 2
+        at = p.get("online_at_false_alarm_target")
         lines.append(f"| {p['train_profile']} → {p['test_profile']} | {o['failures']} ({o['precursor_failures']}) | "
                      f"{o['warned_2min_share']:.2f} | {o['precursor_warned_2min_share']:.2f} | "
                      f"{o['false_alarms_per_100_node_days']:.2f} | {o['median_lead_minutes']:.1f} | "
-                     f"{v.get('validation_failures')}, {ci[0]:.2f}-{ci[1]:.2f} |")
+                     f"{v.get('validation_failures')}, {ci[0]:.2f}-{ci[1]:.2f} | "
+                     f"{'none within it' if at is None else format(at['precursor_warned_2min_share'], '.2f')} |")
     # the cross-profile target: every pair's vote catches >= 0.5 of the precursor failures at fpr <= 2e-4
     bound, need = PREDICTION_TARGETS["vote_fpr"], PREDICTION_TARGETS["cross_profile_tpr_precursor"]
     lines += ["", f"Against the cross-profile target (LSTM vote tpr of precursor failures >= {need:g} at fpr <= "

@@ -143,6 +143,59 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert "| psu |" in (report / "report.md").read_text()
     assert full["online"]["false_alarms_per_100_node_days"] >= 0
     assert (report / "roc_networks.png").stat().st_size > 1000 and (report / "uc_nodes.png").is_file()
+    # the online operating curve: the vote threshold swept, the model's own among its points
+    curve = full["online_curve"]
+    thresholds = [c["threshold"] for c in curve]
+    assert thresholds == sorted(thresholds) and len(curve) >= 3
+    own = next(c for c in curve if c["threshold"] == manifest["lstm_threshold"])
+    for key in ("precursor_warned_2min_share", "false_alarms_per_100_node_days", "fpr_per_step"):
+        assert own[key] == full["online"][key]             # the worker's predictor and the swept vote agree
+    for lower, higher in zip(curve, curve[1:]):            # a higher threshold never warns more
+        assert higher["warned_2min"] <= lower["warned_2min"] and higher["fpr_per_step"] <= lower["fpr_per_step"]
+    at = full["online_at_false_alarm_target"]
+    assert at is None or at["false_alarms_per_100_node_days"] <= 2.0
+    assert "Online operating curve" in (report / "report.md").read_text()
+    assert (report / "online_curve.png").stat().st_size > 1000
+
+
+def test_threshold_set_for_a_false_alarm_budget_is_what_the_worker_then_raises(recorded):
+    model, calibrated = recorded / "model", recorded / "calibrated"
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+                            "--mc-splits", "2", "--calibration-ok", "1500", "--persistence", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    before = json.loads(r.stdout)
+    r = runner.invoke(app, ["train", "threshold", "--model", str(model), "--data", str(recorded / "test"),
+                            "--out", str(calibrated), "--false-alarms", "0", "--json"])
+    assert r.exit_code == 0, r.output
+    cal = json.loads(r.stdout)
+    chosen = cal["chosen"]
+    assert chosen["false_alarm_episodes"] == 0 and cal["threshold"] == chosen["threshold"]
+    assert cal["threshold_before"] == before["lstm_threshold"] and cal["before"]["threshold"] == before["lstm_threshold"]
+    assert cal["version"].startswith(before["version"] + "-fa") and cal["version"] != before["version"]
+    # one episode on these few node-days already breaks any budget: said, not hidden
+    assert cal["node_days"] < 100 and "more history" in cal["notes"][0]
+    manifest = json.loads((calibrated / "manifest.json").read_text())
+    assert manifest["lstm_threshold"] == chosen["threshold"] and manifest["persistence"] == 2
+    assert manifest["metadata"]["calibration"]["chosen"] == chosen
+    assert manifest["metadata"]["sensor_map_sha256"] == before["sensor_map_sha256"]
+    assert manifest["metrics"]["lstm"]["fpr_source"] == "online calibration"
+    # the worker's predictor with the new model raises exactly what the calibration counted
+    r = runner.invoke(app, ["evaluate", "failure", "--model", str(calibrated), "--data", str(recorded / "test"),
+                            "--max-ok", "3000", "--json"])
+    assert r.exit_code == 0, r.output
+    online = json.loads(r.stdout)["online"]
+    assert online["false_alarm_episodes"] == 0 and online["warned_2min"] == chosen["warned_2min"]
+    assert online["precursor_warned_2min"] == chosen["precursor_warned_2min"]
+    # a budget the curve's lowest threshold meets: the threshold may only come down
+    r = runner.invoke(app, ["train", "threshold", "--model", str(model), "--data", str(recorded / "test"),
+                            "--out", str(recorded / "loose"), "--false-alarms", "1e6", "--json"])
+    assert r.exit_code == 0, r.output
+    loose = json.loads(r.stdout)
+    assert loose["threshold"] == min(c["threshold"] for c in loose["curve"]) <= before["lstm_threshold"]
+    assert loose["chosen"]["warned_2min"] >= chosen["warned_2min"]
+    r = runner.invoke(app, ["train", "threshold", "--model", str(model), "--data", str(recorded / "test"),
+                            "--out", str(model)])
+    assert r.exit_code != 0 and "new directory" in r.output
 
 
 def test_site_features_train_and_evaluate_through_the_streaming_predictor(recorded):
@@ -266,6 +319,13 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
               next(r for r in p["rows"] if r["name"] == "lstm-vote")["tpr_precursor"] >= 0.5 for p in result["pairs"])
     assert f"{met} of 4 pairs meet it." in md
     assert all(0 <= p["at_fpr"]["lstm-vote"]["precursor"]["tpr"] <= 1 for p in result["pairs"])
+    # the online column at the false-alarm target, from each pair's own operating curve
+    for p in result["pairs"]:
+        at = p["online_at_false_alarm_target"]
+        cell = "none within it" if at is None else f"{at['precursor_warned_2min_share']:.2f}"
+        line = f"| {p['train_profile']} → {p['test_profile']} | {p['online']['failures']} ("
+        assert any(m.startswith(line) and m.endswith(f" | {cell} |") for m in md.splitlines())
+        assert at is None or at["false_alarms_per_100_node_days"] <= 2.0
     models = sorted((out / "cache" / "models").iterdir())
     assert len(models) == 2
     stamp = [(m / "weights.pt").stat().st_mtime for m in models]

@@ -6,7 +6,8 @@ import torch
 from hpcguard.models.failure.dataset import (Events, build_events, event_features, event_windows, healthy_mask, impute,
                                              learn_imputation, stream_windows)
 from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, check_targets, ensemble_rows, online_scan,
-                                                online_summary, tpr_at_fpr)
+                                                history_ends, online_summary, online_vote_scan, tpr_at_fpr,
+                                                warnings_at)
 from hpcguard.models.failure.training import stratified_split, time_split, train_ensemble
 from hpcguard.streams.predictors import EnsemblePredictor
 from hpcguard.models.features import window_features
@@ -124,6 +125,29 @@ def test_online_scan_warns_before_failures(trained):
     # every 4th step: a subset of the same evaluations, same verdicts
     sparse = online_scan(predictor.predict, v, T0, GRID, predictor.history_steps, stride=4)
     assert np.array_equal(sparse["warn"], scan["warn"][:, ::4])
+
+
+@pytest.mark.parametrize("persistence", [1, 3])
+def test_the_online_vote_at_the_threshold_is_the_workers_warning(trained, persistence):
+    """One pass of the online vote gives the warnings of any threshold; at the model's, the worker's."""
+    ens, _ = trained
+    v, fn, ft = synthetic_grid(seed=12, nodes=3)
+    v[1, 400:403] = np.nan                                    # node 1 down for three steps
+    saved = ens.persistence
+    ens.persistence = persistence
+    try:
+        predictor = EnsemblePredictor(ens, "t", {})
+        warned = online_scan(predictor.predict, v, T0, GRID, predictor.history_steps, stride=2)
+        votes = online_vote_scan(ens.online_vote, v, T0, GRID, ens.history_steps, stride=2)
+    finally:
+        ens.persistence = saved
+    assert np.array_equal(warnings_at(votes, ens.threshold)["warn"], warned["warn"])
+    assert np.array_equal(warnings_at(votes, ens.threshold)["time"], warned["time"])
+    ends = history_ends(v.shape[1], predictor.history_steps, 2)
+    holding_down = (ends > 400) & (ends - predictor.history_steps <= 402)
+    assert holding_down.any() and np.isnan(votes["vote"][1, holding_down]).all()   # never warns
+    lower = warnings_at(votes, np.nanpercentile(votes["vote"], 50))["warn"]
+    assert lower.sum() > warned["warn"].sum() and (lower | ~warned["warn"]).all()
 
 
 def test_online_scan_equals_offline_features_of_the_same_history(trained):

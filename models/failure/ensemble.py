@@ -55,6 +55,11 @@ class EnsembleOutput(NamedTuple):
     lead_minutes: np.ndarray           # (N,) smallest lead whose network fired (smallest lead if none fired)
 
 
+def _node_down(w: np.ndarray) -> np.ndarray:
+    """Histories holding a step with no sensor at all: the node was down or restarting."""
+    return np.isnan(w).all(axis=2).any(axis=1)
+
+
 class FailureEnsemble:
     """Six lead-time networks + LSTM voter + preprocessing.
 
@@ -171,16 +176,56 @@ class FailureEnsemble:
         w = np.asarray(windows, dtype=float)
         if w.ndim != 3 or w.shape[1] != self.history_steps:
             raise ValueError(f"windows must be (N, {self.history_steps}, {len(self.sensors)}), got shape {w.shape}")
-        h = self.feature_set.history_steps
-        out = self.predict_batch(self.feature_set(w[:, w.shape[1] - h:]))
-        warn = out.warn
+        out = self.predict_batch(self.feature_set(self._history(w, 0)))
+        if self.vote == "lstm":
+            warn = self._lowest_vote(w, out.vote_probability, floor=self.threshold) >= self.threshold
+        else:
+            warn = out.warn
+            for back in range(1, self.persistence):   # earlier histories, latest first
+                if not warn.any():
+                    break
+                warn = warn & self.predict_batch(self.feature_set(self._history(w, back))).warn
+        return out._replace(warn=warn & ~_node_down(w))
+
+    def online_vote(self, windows: np.ndarray) -> np.ndarray:
+        """The LSTM vote the online decision compares with ``threshold``, per history.
+
+        With ``persistence = p`` it is the lowest vote of the last ``p`` histories, so
+        :meth:`predict_windows` warns exactly where ``online_vote >= threshold``; NaN where
+        the history holds a step with no sensor (never warns).  What an operating curve
+        needs: the online warnings at any other threshold, from one pass.
+
+        >>> import numpy as np
+        >>> ens = FailureEnsemble.untrained(seed=0)
+        >>> ens.persistence = 3                     # the vote must fire on 3 consecutive steps
+        >>> w = np.random.default_rng(0).normal(size=(4, ens.history_steps, 10))
+        >>> w[3, 5] = np.nan                        # node 3 was down for one step
+        >>> v = ens.online_vote(w)
+        >>> bool(np.isnan(v[3])), bool(((v >= ens.threshold) == ens.predict_windows(w).warn).all())
+        (True, True)
+        """
+        w = np.asarray(windows, dtype=float)
+        if w.ndim != 3 or w.shape[1] != self.history_steps:
+            raise ValueError(f"windows must be (N, {self.history_steps}, {len(self.sensors)}), got shape {w.shape}")
+        latest = self.vote_probabilities(self.network_probabilities(self.feature_set(self._history(w, 0))))
+        return np.where(_node_down(w), np.nan, self._lowest_vote(w, latest))
+
+    def _history(self, w: np.ndarray, back: int) -> np.ndarray:
+        """The feature set's history ending ``back`` steps before the newest step."""
+        end = w.shape[1] - back
+        return w[:, end - self.feature_set.history_steps:end]
+
+    def _lowest_vote(self, w: np.ndarray, latest: np.ndarray, floor: float | None = None) -> np.ndarray:
+        """Lowest LSTM vote of the last ``persistence`` histories.  With ``floor``, earlier
+        histories are skipped once every vote is below it (the result then is only known
+        to be below ``floor``: enough to decide a warning, as the worker does)."""
+        low = np.asarray(latest, float).copy()
         for back in range(1, self.persistence):   # earlier histories, latest first
-            if not warn.any():
+            if floor is not None and not (low >= floor).any():
                 break
-            earlier = self.predict_batch(self.feature_set(w[:, w.shape[1] - h - back:w.shape[1] - back]))
-            warn = warn & earlier.warn
-        node_down = np.isnan(w).all(axis=2).any(axis=1)
-        return out._replace(warn=warn & ~node_down)
+            earlier = self.vote_probabilities(self.network_probabilities(self.feature_set(self._history(w, back))))
+            low = np.minimum(low, earlier)
+        return low
 
     # -- state -----------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:

@@ -7,6 +7,10 @@ unanimous voting over 1, 2, 4 and 6 networks, the LSTM vote and a single network
 ``online_scan`` runs a predictor the way the node agent does — every node, every
 15 s step (or every ``stride`` steps), through the predictor's own ``predict`` on the
 node's history — and ``online_summary`` scores its warnings as an operator sees them.
+``online_vote_scan`` records the online vote itself (``FailureEnsemble.online_vote``) on
+the same histories, so ``online_curve`` gives the warnings of every vote threshold from
+one pass (the operating curve: failures warned against false-alarm episodes per 100
+node-days) and ``threshold_for_false_alarms`` picks the threshold for a budget.
 ``tpr_at_fpr`` gives what a score reaches with its threshold put at one false-positive
 rate of the data at hand, and ``check_targets`` compares a report with the prediction
 targets (``PREDICTION_TARGETS``).
@@ -106,6 +110,27 @@ def look_alike_at(nodes: np.ndarray, times: np.ndarray, look_alikes: tuple, kind
     return out
 
 
+def _histories(values: np.ndarray, history_steps: int, stride: int, chunk: int):
+    """Every node's histories ending every ``stride`` steps whose last 4 minutes hold a sample:
+    yields ``(node index, evaluated-end indices, windows (n, history_steps, S))`` and returns
+    nothing; :func:`history_ends` gives the ends."""
+    v = np.asarray(values, dtype=float)
+    if stride < 1:
+        raise ValueError(f"stride must be >= 1, got {stride}")
+    ends = history_ends(v.shape[1], history_steps, stride)
+    for n in range(v.shape[0]):                                   # one node at a time keeps memory bounded
+        views = np.lib.stride_tricks.sliding_window_view(v[n], history_steps, axis=0)   # (W, S, T)
+        alive = np.flatnonzero(~np.isnan(views[ends - history_steps, :, -WINDOW_STEPS:]).all(axis=(1, 2)))
+        for a in range(0, alive.size, chunk):
+            idx = alive[a:a + chunk]
+            yield n, idx, views[ends[idx] - history_steps].transpose(0, 2, 1)
+
+
+def history_ends(n_steps: int, history_steps: int, stride: int = 1) -> np.ndarray:
+    """Exclusive end steps of the histories an online scan evaluates (the first full one, then every ``stride``)."""
+    return np.arange(history_steps, n_steps + 1, stride)
+
+
 def online_scan(predict: Callable[[list[str], np.ndarray], Sequence[Any]], values: np.ndarray, t0: float,
                 grid_s: float, history_steps: int, stride: int = 1, chunk: int = 4096,
                 nodes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -119,23 +144,37 @@ def online_scan(predict: Callable[[list[str], np.ndarray], Sequence[Any]], value
     ``node``/``time`` of each warning.
     """
     v = np.asarray(values, dtype=float)
-    n_nodes, n_steps, _ = v.shape
-    if stride < 1:
-        raise ValueError(f"stride must be >= 1, got {stride}")
-    names = [str(n) for n in (nodes if nodes is not None else range(n_nodes))]
-    ends = np.arange(history_steps, n_steps + 1, stride)
-    warn = np.zeros((n_nodes, ends.size), bool)
-    for n in range(n_nodes):                                      # one node at a time keeps memory bounded
-        views = np.lib.stride_tricks.sliding_window_view(v[n], history_steps, axis=0)   # (W, S, T)
-        alive = np.flatnonzero(~np.isnan(views[ends - history_steps, :, -WINDOW_STEPS:]).all(axis=(1, 2)))
-        for a in range(0, alive.size, chunk):
-            idx = alive[a:a + chunk]
-            windows = views[ends[idx] - history_steps].transpose(0, 2, 1)
-            verdicts = predict([names[n]] * idx.size, windows)
-            warn[n, idx] = [vd.warn for vd in verdicts]
-    end_time = t0 + ends * grid_s
+    names = [str(n) for n in (nodes if nodes is not None else range(v.shape[0]))]
+    ends = history_ends(v.shape[1], history_steps, stride)
+    warn = np.zeros((v.shape[0], ends.size), bool)
+    for n, idx, windows in _histories(v, history_steps, stride, chunk):
+        warn[n, idx] = [vd.warn for vd in predict([names[n]] * idx.size, windows)]
+    return warnings_scan(warn, t0 + ends * grid_s)
+
+
+def warnings_scan(warn: np.ndarray, window_end_time: np.ndarray) -> dict[str, np.ndarray]:
+    """An online scan's dict from its ``warn (nodes, evaluated ends)`` and the ends' times."""
     node_idx, k = np.nonzero(warn)
-    return {"warn": warn, "window_end_time": end_time, "node": node_idx, "time": end_time[k]}
+    return {"warn": warn, "window_end_time": window_end_time, "node": node_idx, "time": window_end_time[k]}
+
+
+def online_vote_scan(vote: Callable[[np.ndarray], np.ndarray], values: np.ndarray, t0: float, grid_s: float,
+                     history_steps: int, stride: int = 1, chunk: int = 4096) -> dict[str, np.ndarray]:
+    """The online vote (``FailureEnsemble.online_vote``) on every history :func:`online_scan`
+    evaluates: ``vote (nodes, evaluated ends)``, NaN where none is evaluated, and
+    ``window_end_time``.  :func:`warnings_at` turns it into the scan a threshold gives."""
+    v = np.asarray(values, dtype=float)
+    ends = history_ends(v.shape[1], history_steps, stride)
+    out = np.full((v.shape[0], ends.size), np.nan)
+    for n, idx, windows in _histories(v, history_steps, stride, chunk):
+        out[n, idx] = vote(windows)
+    return {"vote": out, "window_end_time": t0 + ends * grid_s}
+
+
+def warnings_at(vote_scan: dict[str, np.ndarray], threshold: float) -> dict[str, np.ndarray]:
+    """The online scan of the same predictor with its vote threshold at ``threshold``."""
+    with np.errstate(invalid="ignore"):
+        return warnings_scan(vote_scan["vote"] >= threshold, vote_scan["window_end_time"])
 
 
 def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failure_times: np.ndarray,
@@ -151,10 +190,9 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
     failure) ``by_family`` gives the failures warned ≥ ``min_lead_s`` ahead per family.
     Warning episodes and false alarms follow :func:`hpcguard.models.warning_eval.score_warnings`.
     """
-    warn, end_time = scan["warn"], scan["window_end_time"]
+    warn = scan["warn"]
     n_nodes, n_steps = healthy.shape
-    last_step = np.round((end_time - t0) / grid_s).astype(int) - 1
-    h = healthy[:, last_step]
+    h = _healthy_evaluations(scan["window_end_time"], healthy, t0, grid_s)
     fp = int((warn & h).sum())
     fn_ = np.asarray(failure_nodes, int)
     ft = np.asarray(failure_times, float)
@@ -173,6 +211,101 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
             "false_alarm_episodes": scores["false_alarms"], "node_days": node_days,
             "false_alarms_per_100_node_days": 100.0 * scores["false_alarms"] / node_days if node_days else float("nan"),
             "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan")}
+
+
+def _healthy_evaluations(end_time: np.ndarray, healthy: np.ndarray, t0: float, grid_s: float) -> np.ndarray:
+    """``(nodes, evaluated ends)``: the evaluation counts as healthy when the last step of its history is."""
+    last_step = np.round((np.asarray(end_time) - t0) / grid_s).astype(int) - 1
+    return np.asarray(healthy, bool)[:, last_step]
+
+
+def healthy_votes(vote_scan: dict[str, np.ndarray], healthy: np.ndarray, t0: float, grid_s: float) -> np.ndarray:
+    """The votes of an :func:`online_vote_scan`'s healthy evaluations (1-D)."""
+    votes = vote_scan["vote"][_healthy_evaluations(vote_scan["window_end_time"], healthy, t0, grid_s)]
+    return votes[~np.isnan(votes)]
+
+
+def curve_thresholds(ok_votes: np.ndarray, max_fpr: float = 1e-2, points: int = 24) -> np.ndarray:
+    """Vote thresholds for an operating curve from the healthy evaluations' votes: each lets at
+    most ``k`` of them warn, for ``k`` from 0 to ``max_fpr`` of them on a geometric grid
+    (ascending, unique).
+
+    >>> curve_thresholds(np.array([0.1, 0.2, 0.9, 0.3]), max_fpr=0.5, points=3).round(3).tolist()
+    [0.2, 0.3, 0.9]
+    """
+    ok = np.sort(np.asarray(ok_votes, float))[::-1]
+    if not ok.size:
+        raise ValueError("no healthy evaluation to set thresholds on")
+    top = max(1, int(np.floor(max_fpr * ok.size)))
+    ks = np.unique(np.concatenate([[0], np.round(np.geomspace(1, top, points)).astype(int)]))
+    ks = ks[ks < ok.size]
+    return np.unique(np.nextafter(ok[ks], np.inf))      # just above the (k+1)-th highest: at most k warn
+
+
+CURVE_COUNTS = ("healthy_evaluations", "false_positive_evaluations", "failures", "warned_2min",
+                "precursor_failures", "precursor_warned_2min", "false_alarm_episodes", "node_days")
+
+
+def online_curve(vote_scan: dict[str, np.ndarray], thresholds: Sequence[float], failure_nodes: np.ndarray,
+                 failure_times: np.ndarray, healthy: np.ndarray, t0: float, grid_s: float,
+                 precursor: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """The online operating curve: :func:`online_summary` at each vote threshold (ascending).
+
+    What an operator chooses between: the share of (precursor) failures warned >= 2 min
+    ahead against the false-alarm episodes per 100 node-days.  Each point keeps its counts
+    (:data:`CURVE_COUNTS`), so :func:`pool_curves` can add several histories' curves.
+    """
+    keys = ("fpr_per_step", "warned_2min_share", "precursor_warned_2min_share", "false_alarms_per_100_node_days",
+            "median_lead_minutes") + CURVE_COUNTS
+    curve = []
+    for t in sorted(float(x) for x in thresholds):
+        s = online_summary(warnings_at(vote_scan, t), failure_nodes, failure_times, healthy, t0, grid_s,
+                           precursor=precursor)
+        curve.append({"threshold": t, **{k: s[k] for k in keys}})
+    return curve
+
+
+def pool_curves(curves: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Several histories' :func:`online_curve` at the same thresholds as one curve: counts and
+    node-days added, shares and rates recomputed (the median lead is left out: it does not add).
+
+    >>> a = [{"threshold": 0.9, "healthy_evaluations": 100, "false_positive_evaluations": 1, "failures": 4,
+    ...       "warned_2min": 2, "precursor_failures": 2, "precursor_warned_2min": 1, "false_alarm_episodes": 1,
+    ...       "node_days": 50.0}]
+    >>> pool_curves([a, a])[0]["false_alarms_per_100_node_days"], pool_curves([a, a])[0]["warned_2min_share"]
+    (2.0, 0.5)
+    """
+    pooled = []
+    for points in zip(*curves, strict=True):
+        if len({p["threshold"] for p in points}) != 1:
+            raise ValueError("curves must share their thresholds")
+        c = {k: sum(p[k] for p in points) for k in CURVE_COUNTS}
+        pooled.append({"threshold": points[0]["threshold"],
+                       "fpr_per_step": c["false_positive_evaluations"] / max(c["healthy_evaluations"], 1),
+                       "warned_2min_share": c["warned_2min"] / c["failures"] if c["failures"] else float("nan"),
+                       "precursor_warned_2min_share": (c["precursor_warned_2min"] / c["precursor_failures"]
+                                                       if c["precursor_failures"] else float("nan")),
+                       "false_alarms_per_100_node_days": (100.0 * c["false_alarm_episodes"] / c["node_days"]
+                                                          if c["node_days"] else float("nan")), **c})
+    return pooled
+
+
+def threshold_for_false_alarms(curve: list[dict[str, Any]], per_100_node_days: float) -> dict[str, Any] | None:
+    """The point of an :func:`online_curve` with the lowest threshold whose false-alarm episodes per
+    100 node-days, and those of every higher threshold on the curve, stay within the budget
+    (``None``: not even the highest does).
+
+    >>> curve = [{"threshold": t, "false_alarms_per_100_node_days": fa}
+    ...          for t, fa in ((0.5, 9.0), (0.6, 1.0), (0.7, 3.0), (0.8, 0.0))]
+    >>> threshold_for_false_alarms(curve, 2.0)["threshold"]      # not 0.6: 0.7 breaks the budget again
+    0.8
+    """
+    chosen = None
+    for point in sorted(curve, key=lambda p: -p["threshold"]):
+        if not point["false_alarms_per_100_node_days"] <= per_100_node_days:
+            break
+        chosen = point
+    return chosen
 
 
 def tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, fpr: float,
