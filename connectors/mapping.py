@@ -129,7 +129,13 @@ class SensorMapping:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "SensorMapping":
-        """The packaged default mapping, with the sections of a site file ``path`` replacing it."""
+        """The packaged default mapping, with the entries of a site file ``path`` replacing its own.
+
+        A site's ``[ipmi]`` entry (a table, or the short form: a list of names) replaces the
+        sensor's names and patterns; the ``units`` and ``reduce`` it leaves out stay the
+        packaged ones, because they describe the quantity (a fan reports RPM, a node's fans
+        combine by their minimum), not what the site's BMCs call it.
+        """
         text = resources.files("hpcguard.connectors").joinpath("sensors.toml").read_text()
         data = tomllib.loads(text)
         if path is not None:
@@ -144,6 +150,13 @@ class SensorMapping:
             if unknown:
                 raise ParseError("bad_config", f"unknown sections {sorted(unknown)} (known: {', '.join(SECTIONS)})",
                                  source=str(p))
+            packaged = data.get("ipmi", {})
+            for canonical, spec in site.get("ipmi", {}).items():
+                spec = {"names": spec} if isinstance(spec, list) else spec
+                if isinstance(spec, dict):
+                    inherited = {k: packaged[canonical][k] for k in ("units", "reduce")
+                                 if canonical in packaged and k in packaged[canonical]}
+                    site["ipmi"][canonical] = {**inherited, **spec}
             for section in SECTIONS:
                 data.setdefault(section, {}).update(site.get(section, {}))
         return cls.from_dict(data, source=str(path or "sensors.toml"))

@@ -314,6 +314,8 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     assert (out / "roc_lstm.png").stat().st_size > 1000 and (out / "uc_lstm.png").is_file()
     md = (out / "report.md").read_text()
     assert "| classic → mixed | lstm-vote |" in md
+    # the default scan (every 4th step) says that its false alarms are lower bounds
+    assert result["scan_stride_steps"] == 4 and "every 4 step(s)" in md and "lower bounds" in md
     # each pair against the cross-profile target, counted from its own vote row
     met = sum(next(r for r in p["rows"] if r["name"] == "lstm-vote")["fpr"] <= 2e-4 and
               next(r for r in p["rows"] if r["name"] == "lstm-vote")["tpr_precursor"] >= 0.5 for p in result["pairs"])

@@ -123,8 +123,15 @@ def test_mapping_is_case_and_separator_insensitive_and_site_overridable(tmp_path
     assert decode_ipmi_envelope(env, ms)[0]["values"] == {"cpu_temp": 40.0}  # first by priority
     assert ms.ipmi_canonical("FAN1A") == "cpu_fan_rpm"  # other sensors keep the defaults
     short = tmp_path / "short.toml"
-    short.write_text('[ipmi]\ncpu_voltage = ["VCCIN A"]\n')
-    assert SensorMapping.load(short).ipmi_canonical("vccin-a") == "cpu_voltage"
+    short.write_text('[ipmi]\ncpu_voltage = ["VCCIN A"]\ncpu_fan_rpm = ["FAN1", "FAN2", "Fan Pct"]\n')
+    ms = SensorMapping.load(short)
+    assert ms.ipmi_canonical("vccin-a") == "cpu_voltage"
+    # a list names the sensors; the quantity's rules stay: fans combine by their minimum, in RPM only
+    assert ms.ipmi_reduce("cpu_fan_rpm") == "min" and ms.ipmi_reduce("cpu_voltage") == "first"
+    env = {"format": "ipmitool-sdr", "host": "x", "time": 1.0,
+           "text": "FAN1 | 1h | ok | 7.1 | 7200 RPM\nFAN2 | 2h | ok | 7.1 | 2900 RPM\nFan Pct | 3h | ok | 7.1 | 40 percent\n"}
+    assert decode_ipmi_envelope(env, ms)[0]["values"] == {"cpu_fan_rpm": 2900.0}
+    assert SensorMapping.load(site).ipmi_reduce("cpu_temp") == "first"   # a reduce the site sets wins
 
 
 def test_every_documented_ipmi_variant_parses_to_a_value():
