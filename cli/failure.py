@@ -236,12 +236,11 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     from hpcguard import __version__
     from hpcguard.connectors.model_store import digest_dirs, digest_files
     from hpcguard.models.failure.dataset import Events, build_events
-    from hpcguard.models.failure.encoder import encoder_feature_set
     from hpcguard.models.failure.training import train_ensemble, voter_period_start
-    from hpcguard.models.features import feature_set
+    from hpcguard.models.features import LEARNED_FEATURE_SETS, feature_set
 
     torch.set_num_threads(1)
-    if features != "conv":
+    if features not in LEARNED_FEATURE_SETS:
         try:
             fs = feature_set(features)
         except ValueError as exc:
@@ -267,9 +266,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     prior_files = [f for f, _ in prior]
     data = list(data) + [str(f) for f in prior_files]
     encoder, encoder_report = None, None
-    if features == "conv":
-        encoder, encoder_report = _fit_encoder(data, recs, seed, hard_negatives, note)
-        fs = encoder_feature_set(encoder)
+    if features in LEARNED_FEATURE_SETS:
+        encoder, encoder_report, fs = _fit_encoder(features, data, recs, seed, hard_negatives, note)
     parts, calib = [], []
     for k, (d, rec) in enumerate(zip(data, recs)):
         note(f"events of {d}")
@@ -333,37 +331,45 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     return ensemble, report, meta, coverage
 
 
-def _fit_encoder(data: list[str], recs: list[Recorded], seed: int, hard_negatives: bool, note):
-    """The ``conv`` feature set's encoder, fitted on the networks' period (failures, healthy events
-    and look-alikes, each through one lead's history, drawn): the LSTM voter and its threshold then
-    see outputs of histories the encoder was not fitted on, as the test will."""
+def _fit_encoder(features: str, data: list[str], recs: list[Recorded], seed: int, hard_negatives: bool, note):
+    """The front-end of a learned feature set (``conv``: the convolutional encoder, ``trees``: the boosted
+    trees), fitted on the networks' period (failures, healthy events and look-alikes, each through one
+    lead's history, drawn): the LSTM voter and its threshold then see outputs of histories the front-end
+    was not fitted on, as the test will.  Returns ``(front-end, its report, its feature set)``."""
     import numpy as np
 
+    from hpcguard.models.failure import encoder as conv
+    from hpcguard.models.failure import trees
     from hpcguard.models.failure.dataset import Events, build_events
-    from hpcguard.models.failure.encoder import (HISTORY_STEPS, OK_PER_FAILURE, PER_LOOK_ALIKE, RAW_HISTORY,
-                                                 fit_encoder)
     from hpcguard.models.failure.training import voter_period_start
     from hpcguard.models.features import CANONICAL_SENSORS
+    module = conv if features == "conv" else trees
     parts = []
     for k, (d, rec) in enumerate(zip(data, recs)):
-        note(f"encoder histories of {d}")
+        note(f"{features} histories of {d}")
         try:
             ev = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times,
-                              features=RAW_HISTORY, ok_ratio=OK_PER_FAILURE, seed=seed + k, per_look_alike=PER_LOOK_ALIKE,
+                              features=conv.RAW_HISTORY, ok_ratio=module.OK_PER_FAILURE, seed=seed + k,
+                              per_look_alike=module.PER_LOOK_ALIKE,
                               look_alikes=rec.look_alikes if hard_negatives else None)
         except ValueError as exc:
             fail(f"{d}: {exc}")
-        # one lead's history per event, drawn: every lead network reads the encoder
+        # one lead's history per event, drawn: every lead network reads the front-end
         lead = np.random.default_rng(seed + k).integers(0, ev.features.shape[1], len(ev.labels))
         ev.features = ev.features[np.arange(len(ev.labels)), lead][:, None].astype(np.float32)
         parts.append(ev)
     events = Events.concat(parts)
     try:
         fit = events.subset(np.flatnonzero(events.times < voter_period_start(events)))
-        return fit_encoder(fit.features[:, 0].reshape(-1, HISTORY_STEPS, len(CANONICAL_SENSORS)), fit.labels,
-                           seed=seed, progress=lambda m: note(f"training {m}"))
+        windows = fit.features[:, 0].reshape(-1, conv.HISTORY_STEPS, len(CANONICAL_SENSORS))
+        if features == "conv":
+            front, report = conv.fit_encoder(windows, fit.labels, seed=seed, progress=lambda m: note(f"training {m}"))
+            return front, report, conv.encoder_feature_set(front)
+        note("training the boosted trees")
+        front, report = trees.fit_trees(windows, fit.labels, seed=seed)
+        return front, report, trees.trees_feature_set(front)
     except ValueError as exc:
-        fail(f"cannot fit the conv encoder: {exc}")
+        fail(f"cannot fit the {features} front-end: {exc}")
 
 
 @train_app.command("failure")
@@ -379,7 +385,9 @@ def train_failure(
                                  "baseline), 'robust' (median/MAD of a 20-minute baseline, levels, single-poll "
                                  "jumps; 90 inputs) or 'conv' (the robust history as a sequence through a "
                                  "convolutional encoder fitted with the model: 144 inputs; needs thousands of "
-                                 "training failures, e.g. --simulated-prior 24)."),
+                                 "training failures, e.g. --simulated-prior 24) or 'trees' (gradient-boosted "
+                                 "trees over the robust statistics, fitted with the model: their log-odds is "
+                                 "each network's input)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (splits, initialisation, sampling)."),
     ok_ratio: float = typer.Option(10.0, "--ok-ratio", min=1.0, help="ok:failure events for the networks "
                                    "(seed 000: 10)."),
@@ -449,7 +457,7 @@ def train_failure(
         typer.secho(f"note: {summary['notes'][-1]}", err=True, fg=typer.colors.YELLOW)
     if "encoder" in meta:
         summary["encoder"] = meta["encoder"]
-        if meta["encoder"]["failures"] < CONV_MIN_FAILURES:
+        if meta["features"] == "conv" and meta["encoder"]["failures"] < CONV_MIN_FAILURES:
             # measured: with three histories (~400 failures) it trails the robust set (docs/results.md)
             summary["notes"].append(f"the conv encoder was fitted on {meta['encoder']['failures']} failures; it "
                                     f"needs about {CONV_MIN_FAILURES} or more to beat --features robust "
@@ -1028,8 +1036,8 @@ def evaluate_cross_profile(
                                         "more history moves the far tail, see docs/results.md)."),
     mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="Override the profiles' mean up-time "
                                                "between failures of a node (small clusters need more failures)."),
-    features: str = typer.Option("site", "--features", help="Feature set of the ensembles (paper, site, robust or "
-                                  "conv)."),
+    features: str = typer.Option("site", "--features", help="Feature set of the ensembles (paper, site, robust, "
+                                  "conv or trees)."),
     cache: Optional[str] = typer.Option(None, "--cache", help="Cache directory for generated data and trained "
                                         "models (default OUT/cache)."),
     mc_splits: int = typer.Option(2, "--mc-splits", min=1, help="Monte-Carlo splits per network."),

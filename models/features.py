@@ -24,6 +24,9 @@ streaming worker (any partition) computes exactly what the offline scan computes
   encoder fitted on the training failures (``models.failure.encoder``), whose 144 pooled
   outputs are the networks' inputs.  It is not in ``FEATURE_SETS``: each model carries
   its own, built by ``models.failure.encoder.encoder_feature_set``.
+* ``trees`` — learned: gradient-boosted trees fitted on the ``robust`` statistics of the
+  training events (``models.failure.trees``); their log-odds is each network's one input.
+  Not in ``FEATURE_SETS`` either: built by ``models.failure.trees.trees_feature_set``.
 
 Example
 -------
@@ -305,7 +308,8 @@ FEATURE_SETS: dict[str, FeatureSet] = {
 }
 
 
-LEARNED_FEATURE_SETS: dict[str, int] = {"conv": ROBUST_BASELINE_STEPS + WINDOW_STEPS}  # name -> history steps
+LEARNED_FEATURE_SETS: dict[str, int] = {"conv": ROBUST_BASELINE_STEPS + WINDOW_STEPS,   # name -> history steps
+                                         "trees": ROBUST_BASELINE_STEPS + WINDOW_STEPS}
 
 
 def feature_set(name: str) -> FeatureSet:
@@ -314,8 +318,8 @@ def feature_set(name: str) -> FeatureSet:
         return FEATURE_SETS[name]
     except KeyError:
         if name in LEARNED_FEATURE_SETS:
-            raise ValueError(f"feature set {name!r} is learned with each model (models.failure.encoder), "
-                             "not registered") from None
+            raise ValueError(f"feature set {name!r} is learned with each model (models.failure.encoder, "
+                             "models.failure.trees), not registered") from None
         raise ValueError(f"unknown feature set {name!r} (known: "
                          f"{', '.join([*FEATURE_SETS, *LEARNED_FEATURE_SETS])})") from None
 

@@ -34,7 +34,7 @@ def test_conv_is_a_learned_set_not_a_registered_one():
         feature_set("conv")
     with pytest.raises(ValueError, match="conv"):
         feature_set("nope")
-    with pytest.raises(ValueError, match="needs its fitted encoder"):
+    with pytest.raises(ValueError, match="need their fitted front-end"):
         FailureEnsemble([], None, np.zeros(3), np.zeros(3), np.ones(3), features="conv")
 
 

@@ -41,10 +41,13 @@ from hpcguard.models.failure.dataset import WINDOW_STEPS, impute
 from hpcguard.models.failure.encoder import SequenceEncoder, encoder_feature_set
 from hpcguard.models.failure.networks import (N_INPUTS, LeadNetwork, make_networks,
                                               stacked_failure_probabilities)
+from hpcguard.models.failure.trees import BoostedTrees, trees_feature_set
 from hpcguard.models.failure.voting import LstmVoter, unanimous_vote
 from hpcguard.models.features import CANONICAL_SENSORS, feature_set
 
 MODEL_KIND = "hpcguard-failure-ensemble"
+# learned feature set -> (its front-end's class, the feature set of a fitted one)
+_LEARNED = {"conv": (SequenceEncoder, encoder_feature_set), "trees": (BoostedTrees, trees_feature_set)}
 FORMAT_VERSION = 1
 
 
@@ -75,7 +78,8 @@ class FailureEnsemble:
         ``"lstm"`` (default) or ``"unanimous"`` (all of the first ``n_unanimous`` networks).
     features
         Name of the feature set (``models.features.FEATURE_SETS``) the networks read;
-        ``"conv"`` reads the outputs of ``encoder`` (``models.failure.encoder``).
+        ``"conv"`` and ``"trees"`` read the outputs of ``encoder``, the model's fitted front-end
+        (``models.failure.encoder.SequenceEncoder``, ``models.failure.trees.BoostedTrees``).
     persistence
         Online only (:meth:`predict_windows`): warn when the vote fires on each of the
         last ``persistence`` steps' histories — still a function of the node's own
@@ -87,7 +91,7 @@ class FailureEnsemble:
                  net_threshold: float = 0.5, grid_s: float = 15.0, window_steps: int = WINDOW_STEPS,
                  sensors: tuple[str, ...] = CANONICAL_SENSORS, version: str = "untrained",
                  info: dict[str, Any] | None = None, features: str = "paper", persistence: int = 1,
-                 encoder: SequenceEncoder | None = None):
+                 encoder: SequenceEncoder | BoostedTrees | None = None):
         if vote not in ("lstm", "unanimous"):
             raise ValueError(f"vote must be 'lstm' or 'unanimous', got {vote!r}")
         self.nets = nets
@@ -106,10 +110,12 @@ class FailureEnsemble:
         self.sensors = tuple(sensors)
         self.version = version
         self.info = dict(info or {})
-        if (features == "conv") != (encoder is not None):
-            raise ValueError("the 'conv' feature set needs its fitted encoder, and only it takes one")
+        if (features in _LEARNED) != (encoder is not None) or (encoder is not None
+                                                                and not isinstance(encoder, _LEARNED[features][0])):
+            raise ValueError(f"the learned feature sets ({', '.join(_LEARNED)}) need their fitted front-end "
+                             f"({', '.join(c.__name__ for c, _ in _LEARNED.values())}), and only they take one")
         self.encoder = encoder
-        self.feature_set = encoder_feature_set(encoder) if encoder is not None else feature_set(features)
+        self.feature_set = _LEARNED[features][1](encoder) if encoder is not None else feature_set(features)
         if persistence < 1:
             raise ValueError(f"persistence must be >= 1, got {persistence}")
         self.persistence = int(persistence)
@@ -260,7 +266,9 @@ class FailureEnsemble:
             if name == "conv":
                 encoder = SequenceEncoder(channels=tuple(config["architecture"]["encoder"]["channels"]))
                 encoder.load_state_dict(weights["encoder"])
-            current = encoder_feature_set(encoder).statistics if encoder is not None else feature_set(name).statistics
+            elif name == "trees":
+                encoder = BoostedTrees.from_state_dict(weights["encoder"])
+            current = _LEARNED[name][1](encoder).statistics if encoder is not None else feature_set(name).statistics
             if stored is not None and tuple(stored) != current:
                 # the feature set changed since training: the networks' inputs would not line up
                 raise ValueError(f"the model was trained on another version of feature set {name!r} "
