@@ -332,41 +332,45 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
 
 
 def _fit_encoder(features: str, data: list[str], recs: list[Recorded], seed: int, hard_negatives: bool, note):
-    """The front-end of a learned feature set (``conv``: the convolutional encoder, ``trees``: the boosted
-    trees), fitted on the networks' period (failures, healthy events and look-alikes, each through one
-    lead's history, drawn): the LSTM voter and its threshold then see outputs of histories the front-end
-    was not fitted on, as the test will.  Returns ``(front-end, its report, its feature set)``."""
+    """The front-end of a learned feature set, fitted on the networks' period (failures, healthy events
+    and look-alikes): the LSTM voter and its threshold then see outputs of histories the front-end was
+    not fitted on, as the test will.  ``conv``: the convolutional encoder, on one lead's history per
+    event, drawn; ``trees``: the boosted trees, on every lead's (docs/results.md measured both ways).
+    Returns ``(front-end, its report, its feature set)``."""
     import numpy as np
 
     from hpcguard.models.failure import encoder as conv
     from hpcguard.models.failure import trees
     from hpcguard.models.failure.dataset import Events, build_events
     from hpcguard.models.failure.training import voter_period_start
-    from hpcguard.models.features import CANONICAL_SENSORS
+    from hpcguard.models.features import CANONICAL_SENSORS, FEATURE_SETS
     module = conv if features == "conv" else trees
     parts = []
     for k, (d, rec) in enumerate(zip(data, recs)):
         note(f"{features} histories of {d}")
         try:
             ev = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times,
-                              features=conv.RAW_HISTORY, ok_ratio=module.OK_PER_FAILURE, seed=seed + k,
-                              per_look_alike=module.PER_LOOK_ALIKE,
+                              features=conv.RAW_HISTORY if features == "conv" else FEATURE_SETS["robust"],
+                              ok_ratio=module.OK_PER_FAILURE, seed=seed + k, per_look_alike=module.PER_LOOK_ALIKE,
                               look_alikes=rec.look_alikes if hard_negatives else None)
         except ValueError as exc:
             fail(f"{d}: {exc}")
-        # one lead's history per event, drawn: every lead network reads the front-end
-        lead = np.random.default_rng(seed + k).integers(0, ev.features.shape[1], len(ev.labels))
-        ev.features = ev.features[np.arange(len(ev.labels)), lead][:, None].astype(np.float32)
+        if features == "conv":   # one lead's history per event, drawn: every lead network reads the encoder
+            lead = np.random.default_rng(seed + k).integers(0, ev.features.shape[1], len(ev.labels))
+            ev.features = ev.features[np.arange(len(ev.labels)), lead][:, None].astype(np.float32)
         parts.append(ev)
     events = Events.concat(parts)
     try:
         fit = events.subset(np.flatnonzero(events.times < voter_period_start(events)))
-        windows = fit.features[:, 0].reshape(-1, conv.HISTORY_STEPS, len(CANONICAL_SENSORS))
         if features == "conv":
+            windows = fit.features[:, 0].reshape(-1, conv.HISTORY_STEPS, len(CANONICAL_SENSORS))
             front, report = conv.fit_encoder(windows, fit.labels, seed=seed, progress=lambda m: note(f"training {m}"))
             return front, report, conv.encoder_feature_set(front)
         note("training the boosted trees")
-        front, report = trees.fit_trees(windows, fit.labels, seed=seed)
+        leads = fit.features.shape[1]
+        front, report = trees.fit_trees(fit.features.reshape(-1, fit.features.shape[2]),
+                                        np.repeat(fit.labels, leads), seed=seed)
+        report["failures"] = int(fit.labels.sum())   # failure events, each seen through every lead
         return front, report, trees.trees_feature_set(front)
     except ValueError as exc:
         fail(f"cannot fit the {features} front-end: {exc}")

@@ -213,48 +213,42 @@ def test_site_features_train_and_evaluate_through_the_streaming_predictor(record
     assert result["online"]["warned"] >= 1
 
 
-def test_conv_features_train_and_evaluate_and_say_how_few_failures_the_encoder_saw(recorded):
-    model = recorded / "conv"
+def _train_and_evaluate_learned(recorded, features: str):
+    """Train a model of a learned feature set on the train history, evaluate it on the test one."""
+    model = recorded / features
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
-                            "--features", "conv", "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
+                            "--features", features, "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
-    assert summary["features"] == "conv" and summary["history_steps"] == 96
-    assert summary["version"].startswith("failure-ensemble-conv-")
+    assert summary["features"] == features and summary["history_steps"] == 96
+    assert summary["version"].startswith(f"failure-ensemble-{features}-")
     # fitted on the networks' (earlier) period only: the voter's failures are new to it
     assert 0.5 * summary["failures"] < summary["encoder"]["failures"] < summary["failures"]
-    assert summary["encoder"]["epochs"] == 14
-    assert any("conv encoder was fitted on" in n for n in summary["notes"])
     manifest = json.loads((model / "manifest.json").read_text())
-    assert manifest["architecture"]["network"] == "144-52tanh-2softmax" and "encoder" in manifest["architecture"]
+    assert "encoder" in manifest["architecture"]
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
                             "--max-ok", "2000", "--scan-stride", "4", "--json"])
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
-    assert result["features"] == "conv" and result["online"]["healthy_evaluations"] > 0
+    assert result["features"] == features and result["online"]["healthy_evaluations"] > 0
     assert next(row for row in result["rows"] if row["name"] == "lstm-vote")["tpr"] > 0
+    return summary, manifest, result
+
+
+def test_conv_features_train_and_evaluate_and_say_how_few_failures_the_encoder_saw(recorded):
+    summary, manifest, _ = _train_and_evaluate_learned(recorded, "conv")
+    assert summary["encoder"]["epochs"] == 14
+    assert any("conv encoder was fitted on" in n for n in summary["notes"])
+    assert manifest["architecture"]["network"] == "144-52tanh-2softmax"
 
 
 def test_trees_features_train_and_evaluate_through_the_streaming_predictor(recorded):
-    model = recorded / "trees"
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
-                            "--features", "trees", "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
-    assert r.exit_code == 0, r.output
-    summary = json.loads(r.stdout)
-    assert summary["features"] == "trees" and summary["history_steps"] == 96
-    assert summary["version"].startswith("failure-ensemble-trees-")
-    # fitted on the networks' (earlier) period only: the voter's failures are new to them
-    assert 0.5 * summary["failures"] < summary["encoder"]["failures"] < summary["failures"]
+    summary, manifest, result = _train_and_evaluate_learned(recorded, "trees")
     assert summary["encoder"]["trees"] == 200 and summary["encoder"]["max_abs_diff_sklearn"] < 1e-9
     assert not any("conv encoder" in n for n in summary["notes"])
-    manifest = json.loads((model / "manifest.json").read_text())
     assert manifest["architecture"]["network"] == "1-52tanh-2softmax"
-    r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
-                            "--max-ok", "2000", "--scan-stride", "4", "--json"])
-    assert r.exit_code == 0, r.output
-    result = json.loads(r.stdout)
-    assert result["features"] == "trees" and result["online"]["warned"] >= 1
-    assert next(row for row in result["rows"] if row["name"] == "lstm-vote")["tpr"] > 0
+    assert manifest["architecture"]["encoder"]["kind"] == "boosted-trees"
+    assert result["online"]["warned"] >= 1
 
 
 def test_a_wholly_missing_sensor_is_refused_not_imputed(recorded):

@@ -35,7 +35,7 @@ def test_a_rows_score_does_not_depend_on_its_batch():
     y = (np.arange(300) < 60).astype(np.int8)
     h[:60, -16:, 3] += np.linspace(0, 6, 16)                  # PSU temperature climbing before failures
     h[7, -9:-5, 2] = np.nan
-    trees, report = fit_trees(h, y, seed=0)
+    trees, report = fit_trees(feature_set("robust")(h), y, seed=0)
     assert report["max_abs_diff_sklearn"] < 1e-9 and report["train_auc"] > 0.99
     fs = trees_feature_set(trees)
     batch = fs(h)
@@ -52,6 +52,8 @@ def test_trees_is_a_learned_set_that_needs_its_trees():
         FailureEnsemble([], None, np.zeros(1), np.zeros(1), np.ones(1), features="trees")
     with pytest.raises(ValueError, match="need their fitted front-end"):
         FailureEnsemble([], None, np.zeros(1), np.zeros(1), np.ones(1), features="trees", encoder=SequenceEncoder())
+    with pytest.raises(ValueError, match="robust statistics"):
+        fit_trees(np.zeros((10, 96, 10)), np.arange(10) % 2)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def trees_model():
         ev = build_events(v, T0, GRID, fn, ft, leads=(2,), features=RAW_HISTORY, ok_ratio=10, seed=k)
         windows.append(ev.features[:, 0].reshape(-1, HISTORY_STEPS, 10))
         labels.append(ev.labels)
-    trees, _ = fit_trees(np.concatenate(windows), np.concatenate(labels), seed=0)
+    trees, _ = fit_trees(feature_set("robust")(np.concatenate(windows)), np.concatenate(labels), seed=0)
     fs = trees_feature_set(trees)
     events = [build_events(v, T0, GRID, fn, ft, features=fs, ok_ratio=10, seed=k) for k, (v, fn, ft) in enumerate(grids)]
     ens, _ = train_ensemble(Events.concat(events), seed=0, mc_splits=1, max_epochs=80, features="trees",

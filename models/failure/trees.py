@@ -10,9 +10,11 @@ arrays, and gives the networks its log-odds: each lead network reads the trees' 
 of the history ending its lead before the event, and the LSTM voter votes on the six
 (docs/results.md measures it).
 
-It is fitted once per model, before the networks, on the events of the networks' period
-(one lead's history per event, drawn, so that every lead network reads inputs the trees
-were fitted for); the voter's period is new to it.  One input per network: the trees'
+It is fitted once per model, before the networks, on the events of the networks' period,
+each event seen through all six leads' histories (a window 7 minutes before a failure is
+labelled a failure too: every lead network reads the trees' score of its own lead, and
+drawing one lead per event instead lost a third of the far tail, docs/results.md); the
+voter's period is new to it.  One input per network: the trees'
 in-sample score of a training failure is more confident than a new one, and a single
 monotone input keeps that from reordering anything (several per-sensor scores did: the
 networks learnt their in-sample interplay).
@@ -28,7 +30,7 @@ Example
 >>> h = rng.normal(50, 0.5, (400, 96, 10))
 >>> y = (np.arange(400) < 80).astype(np.int8)
 >>> h[:80, -16:, 7] = np.linspace(60, 99, 16)        # memory climbing toward 100 % before failures
->>> trees, report = fit_trees(h, y, seed=0)
+>>> trees, report = fit_trees(FEATURE_SETS["robust"](h), y, seed=0)
 >>> fs = trees_feature_set(trees)
 >>> fs.name, fs.history_steps, fs(h[:3]).shape
 ('trees', 96, (3, 1))
@@ -146,8 +148,8 @@ def trees_feature_set(trees: BoostedTrees) -> FeatureSet:
                       "statistics (90 inputs), fitted with the model: their log-odds", names=("trees.log_odds",))
 
 
-def fit_trees(windows: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[BoostedTrees, dict[str, Any]]:
-    """Fit boosted trees on the ``robust`` statistics of ``(N, 96, 10)`` histories (NaN = missing).
+def fit_trees(statistics: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[BoostedTrees, dict[str, Any]]:
+    """Fit boosted trees on ``(N, 90)`` ``robust`` statistics of node histories (NaN = missing).
 
     scikit-learn's ``HistGradientBoostingClassifier``: ``N_TREES`` trees of at most
     ``MAX_LEAF_NODES`` leaves, no early stopping (the number of trees is fixed), seeded.
@@ -156,10 +158,13 @@ def fit_trees(windows: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[B
     from sklearn.metrics import roc_auc_score
 
     y = np.asarray(labels).astype(int)
-    if len(y) != len(windows) or y.sum() < 2 or (y == 0).sum() < 2:
+    x = np.asarray(statistics, dtype=float)
+    if x.ndim != 2 or x.shape[1] != len(FEATURE_SETS["robust"].feature_names):
+        raise ValueError(f"the trees read the robust statistics (N, {len(FEATURE_SETS['robust'].feature_names)}), "
+                         f"got shape {x.shape}")
+    if len(y) != len(x) or y.sum() < 2 or (y == 0).sum() < 2:
         raise ValueError(f"the trees need failures and healthy events: {int(y.sum())} failures, "
                          f"{int((y == 0).sum())} healthy of {len(y)}")
-    x = FEATURE_SETS["robust"](np.asarray(windows, dtype=float))
     model = HistGradientBoostingClassifier(max_iter=N_TREES, learning_rate=LEARNING_RATE,
                                            max_leaf_nodes=MAX_LEAF_NODES, min_samples_leaf=MIN_SAMPLES_LEAF,
                                            early_stopping=False, random_state=seed).fit(x, y)
