@@ -370,7 +370,8 @@ def _fit_encoder(features: str, data: list[str], recs: list[Recorded], seed: int
         leads = fit.features.shape[1]
         front, report = trees.fit_trees(fit.features.reshape(-1, fit.features.shape[2]),
                                         np.repeat(fit.labels, leads), seed=seed)
-        report["failures"] = int(fit.labels.sum())   # failure events, each seen through every lead
+        # events and failure events, each seen through every lead's history
+        report.update(histories=report["events"], events=len(fit.labels), failures=int(fit.labels.sum()))
         return front, report, trees.trees_feature_set(front)
     except ValueError as exc:
         fail(f"cannot fit the {features} front-end: {exc}")

@@ -170,6 +170,9 @@ def fit_trees(statistics: np.ndarray, labels: np.ndarray, seed: int = 0) -> tupl
                                            early_stopping=False, random_state=seed).fit(x, y)
     trees = BoostedTrees.from_sklearn(model)
     scores = trees.decision_function(x)
+    diff = float(np.abs(scores - model.decision_function(x)).max())
+    if diff > 1e-6:   # the export reads scikit-learn's tree arrays: a layout it no longer has must not pass
+        raise ValueError(f"the exported trees score {diff:.3g} away from scikit-learn's own: unsupported version")
     return trees, {"events": int(len(y)), "failures": int(y.sum()), "trees": int(trees.roots.size),
                    "train_auc": float(roc_auc_score(y, scores)),
-                   "max_abs_diff_sklearn": float(np.abs(scores - model.decision_function(x)).max())}
+                   "max_abs_diff_sklearn": diff}
