@@ -28,6 +28,27 @@ def test_the_stored_trees_score_as_scikit_learn_does_missing_values_included():
     assert np.array_equal(again.decision_function(x), trees.decision_function(x))
 
 
+def test_damaged_trees_are_refused_before_any_walk():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(500, 90))
+    y = (x[:, 3] > 0.5).astype(int)
+    state = BoostedTrees.from_sklearn(HistGradientBoostingClassifier(max_iter=5, early_stopping=False,
+                                                                     random_state=0).fit(x, y)).state_dict()
+    inner = int(np.flatnonzero(~state["leaf"].numpy())[0])
+    for field, value, message in (("left", inner, "outside its tree"),      # a split to itself would loop
+                                  ("right", 10 ** 6, "outside its tree"),
+                                  ("feature", 90, "unknown input"),
+                                  ("value", np.nan, "not finite")):
+        bad = {k: v.clone() for k, v in state.items()}
+        bad[field][inner if field != "value" else int(np.flatnonzero(state["leaf"].numpy())[0])] = value
+        with pytest.raises(ValueError, match=message):
+            BoostedTrees.from_state_dict(bad)
+    bad = {k: v.clone() for k, v in state.items()}
+    bad["threshold"] = bad["threshold"][:-1]
+    with pytest.raises(ValueError, match="different lengths"):
+        BoostedTrees.from_state_dict(bad)
+
+
 def test_a_rows_score_does_not_depend_on_its_batch():
     """The worker scores a few nodes at a time; the offline scan, thousands at once."""
     rng = np.random.default_rng(1)

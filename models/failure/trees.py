@@ -1,9 +1,9 @@
 """The learned ``trees`` feature set: gradient-boosted trees over the ``robust`` statistics.
 
 On the site profiles the seed's 52-tanh networks read the 90 ``robust`` statistics and
-keep little of what separates a precursor from its look-alike at the far tail: a
-memory leak at 95 % against a job's 92 % peak, a fan 3 % slower than its own baseline
-while the rack is warm.  Boosted trees split on exactly such levels.  This front-end
+keep little of what separates a precursor from its look-alike at the far tail (a
+memory leak at 95 % against a RAM-filling job's 92 % peak); boosted trees split on
+exactly such levels.  This front-end
 fits scikit-learn's ``HistGradientBoostingClassifier`` on the ``robust`` statistics of
 the training events (failure against healthy and look-alike), keeps its trees as
 arrays, and gives the networks its log-odds: each lead network reads the trees' score
@@ -73,6 +73,26 @@ class BoostedTrees:
         self.roots = np.asarray(roots, np.int64)
         self.baseline = float(baseline)
         self.depth = int(depth)
+        self._check()
+
+    def _check(self) -> None:
+        """Refuse arrays a walk could leave or loop in (a damaged or hand-made model file)."""
+        n = self.feature.size
+        if any(getattr(self, f).shape != (n,) for f in _FIELDS) or self.roots.ndim != 1 or not self.roots.size:
+            raise ValueError("boosted trees: node arrays of different lengths, or no tree")
+        ends = np.append(self.roots[1:], n)
+        if self.roots[0] != 0 or np.any(ends <= self.roots):
+            raise ValueError("boosted trees: tree roots out of order")
+        tree_end = np.repeat(ends, ends - self.roots)
+        inner = ~self.leaf
+        idx = np.arange(n)
+        # children come after their parent inside its tree (scikit-learn's order): every walk ends
+        if np.any(inner & ((self.left <= idx) | (self.right <= idx) | (self.left >= tree_end)
+                           | (self.right >= tree_end) | (self.feature < 0)
+                           | (self.feature >= len(FEATURE_SETS["robust"].feature_names)))):
+            raise ValueError("boosted trees: a split points outside its tree or to an unknown input")
+        if not np.all(np.isfinite(self.value[self.leaf])) or not np.isfinite(self.baseline):
+            raise ValueError("boosted trees: a leaf value is not finite")
 
     @classmethod
     def from_sklearn(cls, model) -> "BoostedTrees":
