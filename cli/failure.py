@@ -367,11 +367,7 @@ def _fit_encoder(features: str, data: list[str], recs: list[Recorded], seed: int
             front, report = conv.fit_encoder(windows, fit.labels, seed=seed, progress=lambda m: note(f"training {m}"))
             return front, report, conv.encoder_feature_set(front)
         note("training the boosted trees")
-        leads = fit.features.shape[1]
-        front, report = trees.fit_trees(fit.features.reshape(-1, fit.features.shape[2]),
-                                        np.repeat(fit.labels, leads), seed=seed)
-        # events and failure events, each seen through every lead's history
-        report.update(histories=report["events"], events=len(fit.labels), failures=int(fit.labels.sum()))
+        front, report = trees.fit_trees(fit.features, fit.labels, seed=seed)   # every lead's history
         return front, report, trees.trees_feature_set(front)
     except ValueError as exc:
         fail(f"cannot fit the {features} front-end: {exc}")

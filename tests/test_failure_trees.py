@@ -22,7 +22,7 @@ def test_the_stored_trees_score_as_scikit_learn_does_missing_values_included():
     model = HistGradientBoostingClassifier(max_iter=60, max_leaf_nodes=15, early_stopping=False,
                                            random_state=0).fit(x, y)
     trees = BoostedTrees.from_sklearn(model)
-    assert trees.roots.size == 60 and trees.depth >= 3
+    assert trees.roots.size == 60 and trees.feature.size > 3 * trees.roots.size   # not stumps
     assert np.allclose(trees.decision_function(x), model.decision_function(x), rtol=0, atol=1e-9)
     again = BoostedTrees.from_state_dict(trees.state_dict())
     assert np.array_equal(again.decision_function(x), trees.decision_function(x))
@@ -58,6 +58,10 @@ def test_a_rows_score_does_not_depend_on_its_batch():
     h[7, -9:-5, 2] = np.nan
     trees, report = fit_trees(feature_set("robust")(h), y, seed=0)
     assert report["max_abs_diff_sklearn"] < 1e-9 and report["train_auc"] > 0.99
+    assert (report["events"], report["failures"], report["histories"]) == (300, 60, 300)
+    stats = feature_set("robust")(h)
+    _, two_leads = fit_trees(np.stack([stats, stats], axis=1), y, seed=0)   # each event through two histories
+    assert (two_leads["events"], two_leads["failures"], two_leads["histories"]) == (300, 60, 600)
     fs = trees_feature_set(trees)
     batch = fs(h)
     assert batch.shape == (300, 1)

@@ -61,8 +61,7 @@ class BoostedTrees:
     ``value`` is a leaf's contribution; ``baseline`` the prior log-odds.
     """
 
-    def __init__(self, feature, threshold, missing_left, left, right, leaf, value, roots, baseline: float,
-                 depth: int):
+    def __init__(self, feature, threshold, missing_left, left, right, leaf, value, roots, baseline: float):
         self.feature = np.asarray(feature, np.int64)
         self.threshold = np.asarray(threshold, float)
         self.missing_left = np.asarray(missing_left, bool)
@@ -72,7 +71,6 @@ class BoostedTrees:
         self.value = np.asarray(value, float)
         self.roots = np.asarray(roots, np.int64)
         self.baseline = float(baseline)
-        self.depth = int(depth)
         self._check()
 
     def _check(self) -> None:
@@ -97,7 +95,7 @@ class BoostedTrees:
     @classmethod
     def from_sklearn(cls, model) -> "BoostedTrees":
         """The trees of a fitted binary ``HistGradientBoostingClassifier`` (numerical features)."""
-        parts, roots, offset, depth = [], [], 0, 0
+        parts, roots, offset = [], [], 0
         for (predictor,) in model._predictors:
             nodes = predictor.nodes
             if nodes["is_categorical"].any():
@@ -105,12 +103,11 @@ class BoostedTrees:
             parts.append(nodes)
             roots.append(offset)
             offset += len(nodes)
-            depth = max(depth, int(nodes["depth"].max()))
         nodes = np.concatenate(parts)
         shift = np.repeat(np.asarray(roots), [len(p) for p in parts])
         return cls(nodes["feature_idx"], nodes["num_threshold"], nodes["missing_go_to_left"],
                    nodes["left"] + shift, nodes["right"] + shift, nodes["is_leaf"], nodes["value"], roots,
-                   float(np.ravel(model._baseline_prediction)[0]), depth)
+                   float(np.ravel(model._baseline_prediction)[0]))
 
     def decision_function(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
         """``(N,)`` log-odds of ``(N, F)`` features (NaN = missing)."""
@@ -139,20 +136,19 @@ class BoostedTrees:
     def architecture(self) -> dict[str, Any]:
         """What a model manifest records of it."""
         return {"kind": "boosted-trees", "inputs": "robust", "trees": int(self.roots.size),
-                "nodes": int(self.feature.size), "depth": self.depth}
+                "nodes": int(self.feature.size)}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Tensors (a model directory's weights file holds tensors only)."""
         arrays = {f: getattr(self, f) for f in _FIELDS}
         arrays["roots"] = self.roots
         arrays["baseline"] = np.array([self.baseline])
-        arrays["depth"] = np.array([self.depth])
         return {k: torch.from_numpy(np.asarray(v).copy()) for k, v in arrays.items()}
 
     @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor]) -> "BoostedTrees":
         a = {k: v.numpy() for k, v in state.items()}
-        return cls(*(a[f] for f in _FIELDS), a["roots"], float(a["baseline"][0]), int(a["depth"][0]))
+        return cls(*(a[f] for f in _FIELDS), a["roots"], float(a["baseline"][0]))
 
 
 def trees_feature_set(trees: BoostedTrees) -> FeatureSet:
@@ -169,22 +165,27 @@ def trees_feature_set(trees: BoostedTrees) -> FeatureSet:
 
 
 def fit_trees(statistics: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[BoostedTrees, dict[str, Any]]:
-    """Fit boosted trees on ``(N, 90)`` ``robust`` statistics of node histories (NaN = missing).
+    """Fit boosted trees on the ``robust`` statistics of events, ``(N, 90)`` or ``(N, leads, 90)``
+    (each event seen through several leads' histories, all with its label); NaN = missing.
 
     scikit-learn's ``HistGradientBoostingClassifier``: ``N_TREES`` trees of at most
     ``MAX_LEAF_NODES`` leaves, no early stopping (the number of trees is fixed), seeded.
+    The report counts ``events``, their ``failures`` and the ``histories`` fitted on.
     """
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import roc_auc_score
 
-    y = np.asarray(labels).astype(int)
-    x = np.asarray(statistics, dtype=float)
-    if x.ndim != 2 or x.shape[1] != len(FEATURE_SETS["robust"].feature_names):
-        raise ValueError(f"the trees read the robust statistics (N, {len(FEATURE_SETS['robust'].feature_names)}), "
-                         f"got shape {x.shape}")
-    if len(y) != len(x) or y.sum() < 2 or (y == 0).sum() < 2:
-        raise ValueError(f"the trees need failures and healthy events: {int(y.sum())} failures, "
-                         f"{int((y == 0).sum())} healthy of {len(y)}")
+    events = np.asarray(labels).astype(int)
+    stats = np.asarray(statistics, dtype=float)
+    n_inputs = len(FEATURE_SETS["robust"].feature_names)
+    if stats.ndim not in (2, 3) or stats.shape[-1] != n_inputs:
+        raise ValueError(f"the trees read the robust statistics (N, {n_inputs}) or (N, leads, {n_inputs}), "
+                         f"got shape {stats.shape}")
+    if len(events) != len(stats) or events.sum() < 2 or (events == 0).sum() < 2:
+        raise ValueError(f"the trees need failures and healthy events: {int(events.sum())} failures, "
+                         f"{int((events == 0).sum())} healthy of {len(events)}")
+    x = stats.reshape(-1, n_inputs)
+    y = np.repeat(events, x.shape[0] // len(events))
     model = HistGradientBoostingClassifier(max_iter=N_TREES, learning_rate=LEARNING_RATE,
                                            max_leaf_nodes=MAX_LEAF_NODES, min_samples_leaf=MIN_SAMPLES_LEAF,
                                            early_stopping=False, random_state=seed).fit(x, y)
@@ -193,6 +194,7 @@ def fit_trees(statistics: np.ndarray, labels: np.ndarray, seed: int = 0) -> tupl
     diff = float(np.abs(scores - model.decision_function(x)).max())
     if diff > 1e-6:   # the export reads scikit-learn's tree arrays: a layout it no longer has must not pass
         raise ValueError(f"the exported trees score {diff:.3g} away from scikit-learn's own: unsupported version")
-    return trees, {"events": int(len(y)), "failures": int(y.sum()), "trees": int(trees.roots.size),
+    return trees, {"events": int(len(events)), "failures": int(events.sum()), "histories": int(len(y)),
+                   "trees": int(trees.roots.size),
                    "train_auc": float(roc_auc_score(y, scores)),
                    "max_abs_diff_sklearn": diff}
