@@ -278,6 +278,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
         except ValueError as exc:
             fail(f"{d}: {exc}")
     events = Events.concat(parts)
+    # the site's own events measure the threshold's fpr, the prior's are learned from only
+    rated = np.repeat(np.arange(len(parts)) < own, [len(p.labels) for p in parts])
     try:
         voter_start = voter_period_start(events)
     except ValueError as exc:
@@ -298,7 +300,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
             augment.append(ev)
     try:
         ensemble, report = train_ensemble(events, seed=seed, calibration=calibration, mc_splits=mc_splits,
-                                          target_fpr=target_fpr, features=fs.name, persistence=persistence,
+                                          target_fpr=target_fpr, rated=rated, features=fs.name,
+                                          persistence=persistence,
                                           encoder=encoder,
                                           augment=Events.concat(augment) if augment else None,
                                           progress=lambda m: note(f"training {m}"))
@@ -317,7 +320,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     tag = hashlib.sha256(f"{digest}|{map_digest}|{json.dumps(options, sort_keys=True)}".encode()).hexdigest()[:12]
     ensemble.version = f"failure-ensemble-{fs.name}-{tag}-s{seed}"
     lstm = {k: report["voter"][k] for k in ("threshold", "tpr", "fpr", "auc", "validation_failures",
-                                             "validation_ok", "tpr_ci95", "fpr_ci95", "split")}
+                                             "validation_ok", "validation_ok_effective", "tpr_ci95", "fpr_ci95",
+                                             "split")}
     metrics = {"lstm": lstm, "networks": [{k: r[k] for k in ("lead_minutes", "cv_tpr", "cv_fpr", "val_loss")}
                                           for r in report["networks"]], "training": report}
     meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data[:own]],
@@ -381,14 +385,14 @@ def train_failure(
     out: str = typer.Option(..., "--out", help="Model directory to write (created)."),
     sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, "
                                              "sensors.toml format); default: the installed mapping."),
-    features: str = typer.Option("paper", "--features", help="Feature set: 'paper' (seed 000's 70 window "
-                                 "statistics), 'site' (each sensor against the node's own 40-minute trailing "
-                                 "baseline), 'robust' (median/MAD of a 20-minute baseline, levels, single-poll "
-                                 "jumps; 90 inputs) or 'conv' (the robust history as a sequence through a "
+    features: str = typer.Option("paper", "--features", help="Feature set, one of: 'paper' (seed 000's 70 window "
+                                 "statistics); 'site' (each sensor against the node's own 40-minute trailing "
+                                 "baseline); 'robust' (median/MAD of a 20-minute baseline, levels, single-poll "
+                                 "jumps; 90 inputs); 'conv' (the robust history as a sequence through a "
                                  "convolutional encoder fitted with the model: 144 inputs; needs thousands of "
-                                 "training failures, e.g. --simulated-prior 24) or 'trees' (gradient-boosted "
+                                 "training failures, e.g. --simulated-prior 24); 'trees' (gradient-boosted "
                                  "trees over the robust statistics, fitted with the model: their log-odds is "
-                                 "each network's input)."),
+                                 "each network's input; recommended for a site, with --simulated-prior 24)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (splits, initialisation, sampling)."),
     ok_ratio: float = typer.Option(10.0, "--ok-ratio", min=1.0, help="ok:failure events for the networks "
                                    "(seed 000: 10)."),
@@ -471,8 +475,9 @@ def train_failure(
     lo, hi = lstm["tpr_ci95"]
     typer.echo(f"wrote {out} ({ensemble.version}): {report['events']} events, {report['failures']} failures, "
                f"{meta['hard_negatives']} hard negatives; LSTM threshold {ensemble.threshold:.4g} chosen on "
-               f"{lstm['validation_failures']} later validation failures and {lstm['validation_ok']} ok events "
-               f"(tpr {lstm['tpr']:.3f}, 95 % CI {lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g})")
+               f"{lstm['validation_failures']} later validation failures and {lstm['validation_ok']} ok events of "
+               f"the site weighed by the node-steps each stands for (tpr {lstm['tpr']:.3f}, 95 % CI "
+               f"{lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g}, worth {lstm['validation_ok_effective']} uniform draws)")
 
 
 @train_app.command("threshold")

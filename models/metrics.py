@@ -66,8 +66,9 @@ def rates(y_true, y_pred) -> dict[str, float]:
             "ppv": ppv, "fdr": 1.0 - ppv if ppv == ppv else float("nan")}
 
 
-def roc(y_true, scores) -> dict[str, np.ndarray | float]:
-    """ROC curve and AUC (scikit-learn): ``fpr``, ``tpr``, ``thresholds`` arrays and ``auc``."""
+def roc(y_true, scores, sample_weight=None) -> dict[str, np.ndarray | float]:
+    """ROC curve and AUC (scikit-learn): ``fpr``, ``tpr``, ``thresholds`` arrays and ``auc``;
+    ``sample_weight`` weighs each event (e.g. the node-steps a drawn healthy event stands for)."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
     t = np.asarray(y_true).astype(int).ravel()
@@ -76,8 +77,9 @@ def roc(y_true, scores) -> dict[str, np.ndarray | float]:
         raise ValueError(f"y_true and scores differ in length: {t.size} vs {s.size}")
     if np.unique(t).size < 2:
         raise ValueError("ROC needs both classes (failures and ok events) in y_true")
-    fpr, tpr, thr = roc_curve(t, s, drop_intermediate=False)
-    return {"fpr": fpr, "tpr": tpr, "thresholds": thr, "auc": float(roc_auc_score(t, s))}
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=float).ravel()
+    fpr, tpr, thr = roc_curve(t, s, drop_intermediate=False, sample_weight=w)
+    return {"fpr": fpr, "tpr": tpr, "thresholds": thr, "auc": float(roc_auc_score(t, s, sample_weight=w))}
 
 
 def sample_probabilities(tpr: float, fpr: float, p_ok: float = 1.0) -> dict[str, float]:

@@ -376,8 +376,9 @@ def test_cross_profile_needs_two_profiles(tmp_path):
 
 
 def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshold_data(tmp_path, monkeypatch):
-    """--simulated-prior: the prior's failures are trained on; coverage and healthy calibration stay the site's."""
-    from hpcguard.models.failure import dataset
+    """--simulated-prior: the prior's failures are trained on; coverage, healthy calibration and the events
+    that measure the threshold's fpr stay the site's."""
+    from hpcguard.models.failure import dataset, training
     from hpcguard.simulators.telemetry import simulate_telemetry
 
     monkeypatch.setattr(cli_failure, "PRIOR_NODES", 8)
@@ -392,6 +393,14 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
         return build_events(values, *args, **kwargs)
 
     monkeypatch.setattr(dataset, "build_events", spy)
+    rated = []                                                     # (events rated for the fpr, events) per run
+    train_ensemble = training.train_ensemble
+
+    def rated_spy(events, *args, **kwargs):
+        rated.append((int(kwargs["rated"].sum()), len(events.labels)))
+        return train_ensemble(events, *args, **kwargs)
+
+    monkeypatch.setattr(training, "train_ensemble", rated_spy)
     site = tmp_path / "site"                                       # 6 nodes: told apart from the 8-node prior
     simulate_telemetry(str(site), nodes=6, hours=3, seed=5, mtbf_hours=0.5, io=False)
     base = ["train", "failure", "--data", str(site), "--mc-splits", "1", "--calibration-ok", "400", "--json"]
@@ -403,6 +412,8 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
     assert r.exit_code == 0, r.output
     with_prior = json.loads(r.stdout)
     assert calibration_nodes == [6, 6]                             # both runs: the site's own history only
+    (own_rated, own_events), (prior_rated, prior_events) = rated[:2]
+    assert own_rated == own_events == prior_rated < prior_events   # the prior's healthy tail is not the site's fpr
     assert with_prior["simulated_prior"] == {"profile": "mixed", "histories": 2, "nodes": 8, "hours": 3.0,
                                              "mtbf_hours": 0.5} and own["simulated_prior"] is None
     assert with_prior["failures"] > own["failures"] and with_prior["version"] != own["version"]

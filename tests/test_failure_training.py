@@ -8,7 +8,7 @@ from hpcguard.models.failure.dataset import (Events, build_events, event_feature
 from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, check_targets, ensemble_rows, online_scan,
                                                 history_ends, online_summary, online_vote_scan, tpr_at_fpr,
                                                 warnings_at)
-from hpcguard.models.failure.training import stratified_split, time_split, train_ensemble
+from hpcguard.models.failure.training import stratified_split, time_split, train_ensemble, train_voter
 from hpcguard.streams.predictors import EnsemblePredictor
 from hpcguard.models.features import window_features
 from _failure_data import GRID, T0, synthetic_grid
@@ -186,6 +186,34 @@ def test_voter_reports_validation_failures_with_a_wilson_interval(trained):
     assert 0 <= lo <= v["tpr"] <= hi <= 1 and hi - lo > 0.05   # few failures: a wide interval, said so
 
 
+def test_the_threshold_rate_counts_the_sites_own_healthy_events_only():
+    # a borrowed (simulated) history's healthy tail is another site's: counted in the rate it
+    # would push the threshold above this site's target
+    rng = np.random.default_rng(3)
+    n_fail, n_own, n_borrowed = 60, 3000, 120
+    y = np.r_[np.ones(n_fail), np.zeros(n_own + n_borrowed)].astype(int)
+    level = np.r_[rng.uniform(0.5, 1.0, n_fail), rng.uniform(0.0, 0.6, n_own), rng.uniform(0.6, 0.95, n_borrowed)]
+    probs = np.clip(level[:, None] + rng.normal(0, 0.02, (y.size, 6)), 0, 1)
+    times = rng.uniform(0, 1e5, y.size)
+    own = np.r_[np.ones(n_fail + n_own, bool), np.zeros(n_borrowed, bool)]
+    common = dict(seed=0, target_fpr=0.01, max_epochs=40, times=times)
+    _, every = train_voter(probs, y, **common)
+    _, rated = train_voter(probs, y, ok_weight=own.astype(float), **common)
+    validation = times >= np.sort(times[y == 1])[n_fail // 2]
+    assert every["validation_ok"] == int((validation & (y == 0)).sum())
+    assert rated["validation_ok"] == int((validation & own & (y == 0)).sum())
+    assert rated["validation_failures"] == every["validation_failures"] == int((validation & (y == 1)).sum())
+    assert rated["fpr"] <= 0.01 and every["fpr"] <= 0.01
+    assert rated["threshold"] < every["threshold"] and rated["tpr"] > every["tpr"]
+    # a healthy event weighs the node-steps it stands for: 50 per look-alike draw puts the
+    # threshold above every one of them, where one each let some through
+    _, weighed = train_voter(probs, y, ok_weight=np.where(own, 1.0, 50.0), **common)
+    assert weighed["threshold"] > every["threshold"] and weighed["fpr"] <= 0.01
+    assert weighed["validation_ok_effective"] < weighed["validation_ok"] == every["validation_ok"]
+    with pytest.raises(ValueError, match="no weighted healthy event"):
+        train_voter(probs, y, ok_weight=np.zeros(y.size), **common)
+
+
 def test_hard_negatives_sit_on_benign_look_alikes():
     v, fn, ft = synthetic_grid(seed=4, nodes=6, failures_per_node=1)
     starts = T0 + np.array([1000.0, 1500.0]) * GRID
@@ -197,6 +225,11 @@ def test_hard_negatives_sit_on_benign_look_alikes():
         k = list(np.array([0, 5])).index(node)
         assert starts[k] + 120 - GRID <= t <= starts[k] + 180 + 420
     assert (ev.features[hard].shape[1:] == (6, 70))
+    # each draw stands for its share of the node-steps it was drawn from
+    assert np.allclose(ev.node_steps[hard], (180 + 420 - 120) / GRID / 4) and (ev.node_steps[ev.labels == 1] == 1).all()
+    every = build_events(v, T0, GRID, fn, ft, ok_ratio=np.inf, seed=0)
+    drawn = ev.node_steps[(ev.labels == 0) & ~hard]
+    assert np.allclose(drawn, (every.labels == 0).sum() / drawn.size) and (every.node_steps == 1).all()
 
 
 def test_site_feature_ensemble_round_trips_and_needs_its_history():

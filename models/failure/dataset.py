@@ -45,26 +45,32 @@ from hpcguard.models.features import CANONICAL_SENSORS, FEATURE_SETS, WINDOW_STE
 @dataclass
 class Events:
     """``features (N, len(leads), F)``, ``labels (N,)`` (1 = failure), ``nodes (N,)``, ``times (N,)``,
-    ``hard (N,)`` (True for an ok event placed on a benign look-alike anomaly)."""
+    ``hard (N,)`` (True for an ok event placed on a benign look-alike anomaly), ``node_steps (N,)``
+    (how many of the history's node-steps an ok event was drawn to stand for: the eligible steps
+    over the draws, or a look-alike window's steps over its hard negatives; 1 for a failure)."""
 
     features: np.ndarray
     labels: np.ndarray
     nodes: np.ndarray
     times: np.ndarray
     hard: np.ndarray | None = None
+    node_steps: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.hard is None:
             self.hard = np.zeros(len(self.labels), bool)
+        if self.node_steps is None:
+            self.node_steps = np.ones(len(self.labels))
 
     def subset(self, idx: np.ndarray) -> "Events":
-        return Events(self.features[idx], self.labels[idx], self.nodes[idx], self.times[idx], self.hard[idx])
+        return Events(self.features[idx], self.labels[idx], self.nodes[idx], self.times[idx], self.hard[idx],
+                      self.node_steps[idx])
 
     @staticmethod
     def concat(parts: list["Events"]) -> "Events":
         """One ``Events`` of several (e.g. one per data directory)."""
         return Events(*(np.concatenate([getattr(p, f) for p in parts])
-                        for f in ("features", "labels", "nodes", "times", "hard")))
+                        for f in ("features", "labels", "nodes", "times", "hard", "node_steps")))
 
 
 def _check_grid(values: np.ndarray) -> np.ndarray:
@@ -160,10 +166,11 @@ def build_events(values: np.ndarray, t0: float, grid_s: float, failure_nodes, fa
     cand_steps = steps[cand_idx]
     rng = np.random.default_rng(seed)
     want = len(fn) * ok_ratio if max_ok is None else max_ok
+    eligible = cand_steps.size
     if np.isfinite(want) and want < cand_steps.size:
         pick = rng.choice(cand_steps.size, size=int(round(want)), replace=False)
         cand_nodes, cand_steps = cand_nodes[pick], cand_steps[pick]
-    hard_nodes, hard_steps = np.zeros(0, int), np.zeros(0, int)
+    hard_nodes, hard_steps, hard_span = np.zeros(0, int), np.zeros(0, int), np.zeros(0)
     if look_alikes is not None and len(look_alikes[0]):
         an, a0, a1 = (np.asarray(a) for a in look_alikes)
         an = np.repeat(an.astype(int), per_look_alike)
@@ -171,23 +178,26 @@ def build_events(values: np.ndarray, t0: float, grid_s: float, failure_nodes, fa
         hi = np.repeat(np.maximum(a1.astype(float), a0.astype(float)) + 420.0, per_look_alike)
         hs = np.floor((lo + rng.random(lo.size) * (hi - lo) - t0) / grid_s).astype(int)
         inside = (an >= 0) & (an < n_nodes) & (hs >= history) & (hs < n_steps)
-        an, hs = an[inside], hs[inside]
+        span = (hi - lo) / grid_s / per_look_alike   # the window's node-steps each draw stands for
+        an, hs, span = an[inside], hs[inside], span[inside]
         ok = clean[an, hs - history]
-        hard_nodes, hard_steps = an[ok], hs[ok]
+        hard_nodes, hard_steps, hard_span = an[ok], hs[ok], span[ok]
 
     nodes = np.concatenate([fn, cand_nodes, hard_nodes]).astype(int)
     ref = np.concatenate([f_steps, cand_steps, hard_steps]).astype(int)
     labels = np.concatenate([np.ones(len(fn), np.int8), np.zeros(len(cand_steps) + len(hard_steps), np.int8)])
     hard = np.concatenate([np.zeros(len(fn) + len(cand_steps), bool), np.ones(len(hard_steps), bool)])
+    node_steps = np.concatenate([np.ones(len(fn)), np.full(len(cand_steps), eligible / max(len(cand_steps), 1)),
+                                 hard_span])
     # drop events whose 4-minute windows are mostly missing (counted from the grid, any feature set)
     seen = np.pad(np.cumsum((~np.isnan(v)).sum(axis=2), axis=1), ((0, 0), (1, 0)))   # (nodes, steps + 1)
     ends = ref[:, None] - offsets[None, :]
     present = (seen[nodes[:, None], ends] - seen[nodes[:, None], ends - WINDOW_STEPS]).mean(axis=1) \
         / (WINDOW_STEPS * n_sensors) if len(ref) else np.zeros(0)
     keep = present >= min_present
-    nodes, ref, labels, hard = nodes[keep], ref[keep], labels[keep], hard[keep]
+    nodes, ref, labels, hard, node_steps = nodes[keep], ref[keep], labels[keep], hard[keep], node_steps[keep]
     feats = event_features(v, nodes, ref, grid_s, leads, features)
-    return Events(feats, labels, nodes, t0 + ref * grid_s, hard)
+    return Events(feats, labels, nodes, t0 + ref * grid_s, hard, node_steps)
 
 
 def learn_imputation(features: np.ndarray) -> np.ndarray:

@@ -14,7 +14,10 @@
   period), split again in time: its threshold is chosen on the validation ROC of the
   latest events (``choose_threshold``), and the report gives the number of validation
   failures with a Wilson 95 % interval of the chosen tpr — a threshold is only as good
-  as the failures it was chosen on.
+  as the failures it was chosen on.  The fpr of that ROC counts the site's own healthy
+  events only (a borrowed history's healthy tail is another site's), each weighed by the
+  node-steps it stands for: a hard negative stands for a look-alike's window, a uniform
+  draw for its share of the period, so the rate is that of every node-step, as evaluated.
 
 Everything is seeded; ``torch.set_num_threads(1)`` keeps it polite on shared CPUs.
 
@@ -132,10 +135,14 @@ def voter_period_start(events: Events, fraction: float = 0.35) -> float:
 
 def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fraction: float = 0.5,
                 target_fpr: float | None = None, max_epochs: int = 400, patience: int = 40,
-                lr: float = 0.02, times: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
+                lr: float = 0.02, times: np.ndarray | None = None,
+                ok_weight: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
     """LSTM voter on ``(N, 6)`` network probabilities in vote order; train/validation split by
     time when ``times`` is given (else stratified random); class-balanced loss; threshold chosen
-    on the validation ROC, reported with the validation failures and a Wilson 95 % interval."""
+    on the validation ROC, reported with the validation failures and a Wilson 95 % interval.
+
+    ``ok_weight`` (``(N,)``) weighs each healthy event in the false-positive rate by the
+    node-steps it stands for; 0 leaves it out of the rate (learned from only); ``None``: 1 each."""
     rng = np.random.default_rng(seed + 1)
     tr, va = (time_split(y, times, val_fraction) if times is not None
               else stratified_split(y, val_fraction, rng))
@@ -146,20 +153,27 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     counts = np.bincount(y[tr], minlength=2).astype(float)
     weight = torch.as_tensor(counts.sum() / (2 * np.maximum(counts, 1)), dtype=torch.float32)
     _, loss, epoch = _fit(voter, voter.forward, x[tr], yt[tr], x[va], yt[va], weight, max_epochs, patience, lr, 0.0)
+    w = np.where(y == 1, 1.0, 1.0 if ok_weight is None else np.asarray(ok_weight, float))
+    va = va[w[va] > 0]   # the failures and the healthy events that measure the rate
+    if not (y[va] == 0).any():
+        raise ValueError("no weighted healthy event in the voter's validation period to measure the fpr")
     scores = voter.vote(np.asarray(net_probs_seq)[va])   # as inference computes them
-    chosen = choose_threshold(y[va], scores, target_fpr)
+    chosen = choose_threshold(y[va], scores, target_fpr, sample_weight=w[va])
     k_fail, n_fail = int((scores[y[va] == 1] >= chosen["threshold"]).sum()), int(y[va].sum())
-    k_ok, n_ok = int((scores[y[va] == 0] >= chosen["threshold"]).sum()), int((y[va] == 0).sum())
+    ok_w = w[va][y[va] == 0]
+    n_eff = int(round(ok_w.sum() ** 2 / (ok_w ** 2).sum()))   # Kish: the weighted rate's worth in draws
     return voter, {"val_loss": loss, "epochs": epoch + 1, "train": int(tr.size), "validation": int(va.size),
-                   "validation_failures": n_fail, "validation_ok": n_ok, "split": "time" if times is not None
-                   else "stratified", "tpr_ci95": list(wilson_interval(k_fail, n_fail)),
-                   "fpr_ci95": list(wilson_interval(k_ok, n_ok)), **chosen}
+                   "validation_failures": n_fail, "validation_ok": int(ok_w.size), "validation_ok_effective": n_eff,
+                   "split": "time" if times is not None else "stratified",
+                   "tpr_ci95": list(wilson_interval(k_fail, n_fail)),
+                   "fpr_ci95": list(wilson_interval(round(chosen["fpr"] * n_eff), n_eff)), **chosen}
 
 
 def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = None, voter_fraction: float = 0.35,
                    mc_splits: int = 3, target_fpr: float | None = None, max_epochs: int = 300,
                    progress: Callable[[str], None] | None = None, split: str = "time",
-                   augment: Events | None = None, **info: Any) -> tuple[FailureEnsemble, dict]:
+                   augment: Events | None = None, rated: np.ndarray | None = None,
+                   **info: Any) -> tuple[FailureEnsemble, dict]:
     """Train the six networks and the LSTM voter; returns the ensemble and a training report.
 
     ``split="time"`` (default) splits networks/voter and voter train/validation by event
@@ -167,6 +181,12 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     networks' training set only (those of the networks' period with a time split), e.g.
     failure events shifted a few steps earlier: the voter and its threshold see distinct
     failures only (an augmented event's ``time`` is that of the failure it copies).
+    The threshold's fpr weighs each healthy event by the node-steps it stands for
+    (``Events.node_steps``): the ``calibration`` events and the hard negatives when calibration
+    is given (the ok events drawn with the failures stand for a whole history each and would
+    count that period twice), else every ok event.  ``rated`` (bool over ``events``, default all)
+    leaves events out of that rate: False for a borrowed (simulated) history, which the networks
+    and the voter learn from but whose healthy tail is not the site's.
     ``info`` may carry ``grid_s``, ``window_steps``, ``features``, ``persistence`` and
     ``encoder`` (the fitted encoder of the ``conv`` feature set) for the ensemble.
     """
@@ -205,17 +225,24 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
         net_reports.append(rep)
     ens = FailureEnsemble(nets, LstmVoter(), medians, mean, std, **options)
     voter_feats, voter_y, voter_t = events.features[vote_idx], y[vote_idx], events.times[vote_idx]
-    if calibration is not None and len(calibration.labels):
+    voter_rated = np.ones(vote_idx.size, bool) if rated is None else np.asarray(rated, bool)[vote_idx]
+    calibrated = calibration is not None and len(calibration.labels) > 0
+    if calibrated:   # uniform draws of the period are the calibration's: the ok events measure no rate
+        voter_rated &= events.hard[vote_idx]
+    voter_weight = np.where(voter_rated, events.node_steps[vote_idx], 0.0)
+    if calibrated:
         later = np.flatnonzero(calibration.times >= voter_t.min()) if split == "time" \
             else np.arange(len(calibration.labels))
         voter_feats = np.concatenate([voter_feats, calibration.features[later]])
         voter_y = np.concatenate([voter_y, np.asarray(calibration.labels[later], np.int64)])
         voter_t = np.concatenate([voter_t, calibration.times[later]])
+        voter_weight = np.concatenate([voter_weight, calibration.node_steps[later]])
     if progress:
         progress("LSTM voter")
     probs = ens.network_probabilities(voter_feats)
     voter, voter_report = train_voter(probs[:, list(ens.sequence)], voter_y, seed=seed, target_fpr=target_fpr,
-                                      times=voter_t if split == "time" else None)
+                                      times=voter_t if split == "time" else None,
+                                      ok_weight=voter_weight)
     ens.voter = voter
     ens.threshold = voter_report["threshold"]
     report = {"seed": seed, "events": int(y.size), "failures": int(y.sum()), "network_events": int(train_y.size),

@@ -102,7 +102,7 @@ class LstmVoter(nn.Module):
         return 1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1]))
 
 
-def choose_threshold(y_true, scores, target_fpr: float | None = None) -> dict[str, float]:
+def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_weight=None) -> dict[str, float]:
     """Decision threshold from the ROC curve of a validation set.
 
     ``target_fpr=None`` follows seed 000 (Fig. 4.11c): among the ROC points at the lowest
@@ -110,7 +110,7 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None) -> dict[st
     one with the highest tpr — on ties the lower fpr.  With a ``target_fpr`` the highest
     tpr among points with fpr ≤ target is taken (``target_met``); when the validation set
     cannot resolve the target, the strictest finite threshold (``target_met`` false).  A sample is positive when
-    ``score >= threshold``.
+    ``score >= threshold``; ``sample_weight`` weighs the events in the rates (see :func:`roc`).
 
     >>> y = [0, 0, 0, 0, 1, 1, 1]
     >>> s = [0.1, 0.2, 0.3, 0.8, 0.7, 0.9, 0.95]
@@ -120,7 +120,7 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None) -> dict[st
     """
     from hpcguard.models.metrics import roc
 
-    curve = roc(y_true, scores)
+    curve = roc(y_true, scores, sample_weight)
     fpr, tpr, thr = curve["fpr"], curve["tpr"], curve["thresholds"]
     finite = np.isfinite(thr)
     if target_fpr is None:
