@@ -388,7 +388,7 @@ def train_failure(
     features: str = typer.Option("paper", "--features", help="Feature set, one of: 'paper' (seed 000's 70 window "
                                  "statistics); 'site' (each sensor against the node's own 40-minute trailing "
                                  "baseline); 'robust' (median/MAD of a 20-minute baseline, levels, single-poll "
-                                 "jumps; 90 inputs); 'conv' (the robust history as a sequence through a "
+                                 "jumps, pace; 100 inputs); 'conv' (the robust history as a sequence through a "
                                  "convolutional encoder fitted with the model: 144 inputs; needs thousands of "
                                  "training failures, e.g. --simulated-prior 24); 'trees' (gradient-boosted "
                                  "trees over the robust statistics, fitted with the model: their log-odds is "

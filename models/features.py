@@ -14,11 +14,12 @@ streaming worker (any partition) computes exactly what the offline scan computes
   own trailing baseline (the 40 minutes before the last 4-minute window), so per-node
   and per-fan baselines, hardware generations and units drop out: see
   :func:`baseline_features`.
-* ``robust`` — 90 inputs: every sensor against the median and MAD of the node's own
+* ``robust`` — 100 inputs: every sensor against the median and MAD of the node's own
   20-minute trailing baseline (a scale floor of 1 % of the level keeps flat sensors
   quiet), plus the sensor's level (percent sensors: the percentage itself, so a memory
   leak toward 100 % differs from a job's usual footprint; others: the relative change
-  from the baseline median) and the largest single-poll jump: see :func:`robust_features`.
+  from the baseline median), the largest single-poll jump and the window's pace (change
+  per minute in the sensor's own units): see :func:`robust_features`.
 * ``conv`` — learned: the ``robust`` history as a sequence (:func:`sequence_inputs`: every
   step's robust z, missing mask and percentage level) through a small convolutional
   encoder fitted on the training failures (``models.failure.encoder``), whose 144 pooled
@@ -58,7 +59,7 @@ IO_STATISTICS: tuple[str, ...] = ("min", "max", "median", "mean", "var", "std") 
 FEATURE_NAMES: tuple[str, ...] = tuple(f"{s}.{st}" for s in CANONICAL_SENSORS for st in STATISTICS)
 BASELINE_STATISTICS: tuple[str, ...] = ("z_mean", "z_last", "z_max", "z_min", "z_slope", "spike_excess", "missing")
 ROBUST_STATISTICS: tuple[str, ...] = ("z_mean", "z_last", "z_max", "z_min", "z_rise", "spike_excess", "level",
-                                       "jump", "missing")
+                                       "jump", "pace", "missing")
 PERCENT_SENSORS = np.isin(CANONICAL_SENSORS, ("cpu_user", "disk_usage", "mem_usage"))
 WINDOW_STEPS = 16          # the 4-minute window of seed 000
 BASELINE_STEPS = 160       # 40 minutes of trailing baseline before it (site feature set)
@@ -180,7 +181,7 @@ def _robust_baseline(base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np.ndarray:
-    """Nine per-sensor features of the last ``window_steps`` against a robust trailing baseline.
+    """Ten per-sensor features of the last ``window_steps`` against a robust trailing baseline.
 
     With the baseline's median ``m`` and scale ``s = max(1.4826 MAD, 1 % |m| + 1e-3)``
     (a median/MAD baseline is not dragged by one job start inside it), ``z = (x − m) / s``
@@ -192,14 +193,18 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
     sensors — cpu_user, disk_usage, mem_usage — the last value / 100; other sensors the
     relative change of the last value from ``m``, clipped to ±5), ``jump``
     (``log1p`` of the largest single-step change in the window over the baseline's median
-    single-step change: single-poll droops), ``missing`` (share of window steps without a
-    value).  Features with nothing to compute them from are 0 and ``missing`` says so.
+    single-step change: single-poll droops), ``pace`` (the last minute's mean minus the
+    first minute's, per minute, in the sensor's own units: percent sensors in points / 100,
+    others relative to ``m``, clipped to ±5; the z statistics saturate at ±20 scales, so a
+    leak creeping up 4 points a minute and a job filling RAM 16 a minute would read alike),
+    ``missing`` (share of window steps without a value).  Features with nothing to compute
+    them from are 0 and ``missing`` says so.
 
     >>> import numpy as np
     >>> h = np.full((1, 96, 10), 50.0)
     >>> h[0, :, :] += np.random.default_rng(0).normal(0, 0.5, (96, 10))
     >>> h[0, -16:, 7] = np.linspace(50, 98, 16)        # memory climbing toward 100 %
-    >>> f = robust_features(h).reshape(10, 9)
+    >>> f = robust_features(h).reshape(10, 10)
     >>> bool(f[7, 1] == 20.0), round(float(f[7, 6]), 2), bool(abs(f[0, 1]) < 4)
     (True, 0.96, True)
     """
@@ -221,11 +226,16 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
         level = np.where(PERCENT_SENSORS, last / 100.0, np.clip((last - med) / (np.abs(med) + 1e-3), -5, 5))
         step_scale = np.maximum(1.4826 * np.nanmedian(np.abs(np.diff(base, axis=-2)), axis=-2), floor)
         jump = np.log1p(np.clip(np.nanmax(np.abs(np.diff(win, axis=-2)), axis=-2) / step_scale, 0, 1e3))
+        # the window's change per minute in the sensor's own units (a percent sensor's points / 100, else
+        # relative to m): unlike the z statistics it does not saturate, so a slow climb and a fast one differ
+        minutes = (window_steps - 4) / 4.0
+        change = np.nanmean(win[..., -4:, :], axis=-2) - np.nanmean(win[..., :4, :], axis=-2)
+        pace = np.clip(np.where(PERCENT_SENSORS, change / 100.0, change / (np.abs(med) + 1e-3)) / minutes, -5, 5)
         stats = np.stack([
             np.nanmean(z, axis=-2), z_last, np.nanmax(z, axis=-2), np.nanmin(z, axis=-2),
             np.clip(z_last - np.nanmean(z[..., :4, :], axis=-2), -2 * Z_CLIP, 2 * Z_CLIP),
-            spikes_w - spikes_b, level, jump, 1.0 - n / window_steps,
-        ], axis=-1)                                                                     # (..., S, 9)
+            spikes_w - spikes_b, level, jump, pace, 1.0 - n / window_steps,
+        ], axis=-1)                                                                     # (..., S, 10)
     stats = np.nan_to_num(stats, nan=0.0)
     return stats.reshape(*stats.shape[:-2], -1)
 

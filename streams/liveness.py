@@ -16,9 +16,11 @@ A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings `
   (:meth:`ProgressWatch.observe_group`, probed by :meth:`BrokerCommits.backlog`);
 - or, for ``2 × stall_after_s``, a table recovery (which holds every input back) has not moved
   its changelog offsets (:meth:`ProgressWatch.observe_recovery`);
-- or, for ``2 × stall_after_s``, the broker-side checks could not look: their queries kept
-  failing, or one has not returned (:meth:`ProgressWatch.observe_query`). A check that
-  cannot see the group's commits would otherwise pass a stuck group silently.
+- or, for ``2 × stall_after_s``, one of the broker-side checks (the committed offsets, the
+  group's backlog) could not look: its queries kept failing, or one has not returned
+  (:meth:`ProgressWatch.observe_query`, a clock per query).  A check that cannot see the
+  group's commits would otherwise pass a stuck group silently; a liveness check that raises
+  counts the same way (the timer goes on, and a check that keeps failing is a stall).
 
 On a stall the worker logs it (CRITICAL, with the partitions and the reason; then where each
 pending asyncio task waits, :func:`task_stacks`), sets
@@ -136,7 +138,7 @@ class ProgressWatch:
         self.commits: dict[Hashable, tuple[int | None, float]] = {}  # committed offset, since when
         self.group: dict[Hashable, tuple[int | None, float]] = {}  # the group's committed offset, since when
         self.recovery: tuple[Any, float] | None = None  # a running table recovery's offsets, since when
-        self.blind_since: float | None = None  # broker-side checks failing since
+        self.blind_since: dict[str, float] = {}  # broker-side query → failing since
         self.cause = "" # progress | commit | broker: what the last stall verdict was about
 
     def commit_failed(self) -> None:
@@ -288,29 +290,31 @@ class ProgressWatch:
             return f"a table recovery has read no changelog record for {now - self.recovery[1]:.0f} s (offsets {shown})"
         return None
 
-    def observe_query(self, now: float, looked: bool, why: str = "") -> str | None:
-        """The stall reason when the broker-side checks could not look for ``2 × stall_after_s``.
+    def observe_query(self, now: float, query: str, looked: bool, why: str = "") -> str | None:
+        """The stall reason when the broker-side query ``query`` could not look for ``2 × stall_after_s``.
 
-        ``looked``: this check's broker queries (committed offsets, the group's backlog)
-        answered; ``why`` says what went wrong when they did not (an error, a query that has
-        not returned).
+        ``looked``: it answered; ``why`` says what went wrong when it did not (an error, a query
+        that has not returned).  Each query has its own clock: the committed offsets are read
+        every check and the group's backlog every few, and an answer of one says nothing of
+        the other (a backlog query that always fails would otherwise never count as blind).
 
         >>> w = ProgressWatch(stall_after_s=60, max_commit_errors=50)
-        >>> w.observe_query(0, False, "TimeoutError()") is None
+        >>> w.observe_query(0, "the group's backlog", False, "TimeoutError()") is None
         True
-        >>> w.observe_query(121, False, "TimeoutError()")
-        'the broker-side checks could not look for 121 s (last: TimeoutError())'
-        >>> w.observe_query(122, True) is None
+        >>> w.observe_query(100, "the committed offsets", True) is None   # another query's answer
+        True
+        >>> w.observe_query(121, "the group's backlog", False, "TimeoutError()")
+        "the broker-side checks could not look for 121 s (the group's backlog; last: TimeoutError())"
+        >>> w.observe_query(122, "the group's backlog", True) is None
         True
         """
         if looked:
-            self.blind_since = None
+            self.blind_since.pop(query, None)
             return None
-        if self.blind_since is None:
-            self.blind_since = now
-        if now - self.blind_since >= 2 * self.stall_after_s:
+        since = self.blind_since.setdefault(query, now)
+        if now - since >= 2 * self.stall_after_s:
             self.cause = "broker"
-            return f"the broker-side checks could not look for {now - self.blind_since:.0f} s (last: {why})"
+            return f"the broker-side checks could not look for {now - since:.0f} s ({query}; last: {why})"
         return None
 
     def _commit_verdict(self, now: float) -> str | None:
@@ -579,8 +583,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
     querying: list[float] = []  # when the broker query running in the executor started (empty: none runs)
     group_checked = [-float("inf")]  # when the group's backlog was last probed
     group_every_s = max(settings.check_every_s, settings.stall_after_s / 4)
-    blind: list[str] = []  # why this check's broker queries did not answer
-    answered: list[bool] = []  # a broker query of this check answered
+    verdicts: list[str] = []  # this check's stall verdicts from queries that could not look
 
     def _run_then_release(fn: Any, *args: Any) -> Any:
         try:
@@ -588,35 +591,44 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         finally:
             querying.clear()
 
-    async def broker_query(fn: Any, *args: Any) -> Any:
-        """``fn(*args)`` in the executor, one at a time (kafka-python's consumer is not thread-safe);
-        ``None`` when another query runs (noted in ``blind`` once it has run past its timeout)."""
+    def looked(query: str, answered: bool, why: str = "") -> None:
+        """Feed ``query``'s outcome to the watch; warn once when it starts failing."""
+        if not answered and query not in watch.blind_since:
+            log.warning("the broker-side liveness check of %s cannot look (%s): a stall if that lasts %.0f s",
+                        query, why, 2 * settings.stall_after_s)
+        verdict = watch.observe_query(time.monotonic(), query, answered, why)
+        if verdict is not None:
+            verdicts.append(verdict)
+
+    async def broker_query(query: str, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in the executor, one at a time (kafka-python's consumer is not thread-safe); its
+        answer, or ``None`` when it failed or another query runs (blind once that one ran past its timeout)."""
         if querying:
             running = time.monotonic() - querying[0]
             if running > QUERY_TIMEOUT_S:
-                blind.append(f"a broker query has not returned for {running:.0f} s")
+                looked(query, False, f"a broker query has not returned for {running:.0f} s")
             return None
         querying.append(time.monotonic())
         try:
             result = await asyncio.wait_for(asyncio.shield(asyncio.get_running_loop().run_in_executor(
                 None, _run_then_release, fn, *args)), timeout=QUERY_TIMEOUT_S)
-        except Exception as exc:
-            blind.append(repr(exc))
-            raise
-        answered.append(True)
+        except Exception as exc:  # noqa: BLE001 — an unreachable broker is the end-offset query's to report
+            log.debug("broker query of %s failed: %r", query, exc)
+            looked(query, False, repr(exc))
+            return None
+        looked(query, True)
         return result
 
-    async def committed_offsets(tps: list) -> dict:
-        """The broker's committed offsets of ``tps``; faust's own record where the broker cannot say."""
-        faust_view = {tp: app.consumer._committed_offset.get(tp) for tp in tps}
-        if broker_commits is None or not tps:
-            return faust_view
-        try:
-            stored = await broker_query(broker_commits.read, tps) or {}
-        except Exception as exc:  # noqa: BLE001 — the end-offset query reports an unreachable broker
-            log.debug("committed-offset query failed: %r", exc)
-            return faust_view
-        return {tp: stored.get(tp) if stored.get(tp) is not None else faust_view[tp] for tp in tps}
+    async def committed_offsets(tps: list) -> dict | None:
+        """The broker's committed offsets of ``tps``; ``None`` when the broker did not say.
+
+        Never faust's own record in its place: faust notes failed commits as done, and a
+        check fed its view whenever a query fails would restart the commit clock each time."""
+        if broker_commits is None:  # no broker settings (faust's test context): faust's record is all there is
+            return {tp: app.consumer._committed_offset.get(tp) for tp in tps}
+        if not tps:
+            return {}
+        return await broker_query("the committed offsets", broker_commits.read, tps)
 
     def recovery_offsets() -> dict | None:
         """The running table recovery's changelog read offsets; ``None`` when none runs."""
@@ -633,19 +645,15 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             watch.forget_group()  # a table recovery holds every input back on purpose (observe_recovery bounds it)
             return None
         group_checked[0] = now
-        try:
-            backlog = await broker_query(broker_commits.backlog, _read_topics(app))
-        except Exception as exc:  # noqa: BLE001 — the end-offset query reports an unreachable broker
-            log.debug("group backlog query failed: %r", exc)
-            return None
+        backlog = await broker_query("the group's backlog", broker_commits.backlog, _read_topics(app))
         if backlog is None:
             return None
         mine = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
         return watch.observe_group(now, {f"{t}/{p}": v for (t, p), v in backlog.items()},
                                    {f"{t}/{p}" for t, p in mine})
 
-    async def check_liveness() -> None:
-        nonlocal reported
+    async def verdict_now() -> str | None:
+        verdicts.clear()
         now = time.monotonic()
         tps = _watched(app)
         try:
@@ -653,23 +661,28 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             ends = await asyncio.wait_for(app.consumer.highwaters(*tps), timeout=QUERY_TIMEOUT_S) if tps else {}
         except Exception as exc:  # a frozen or restarted broker: timeouts, connection errors, unknown topics
             log.warning("end-offset query failed: %r", exc)
-            verdict = watch.broker_silent(now)
-        else:
-            if stream_clock is not None:
-                stream_clock.heard()  # the broker answers: quiet sources are quiet, not cut off
-            positions = _positions(app, tps)
-            for tp in tps:
-                CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
-            blind.clear()
-            answered.clear()
-            verdict = watch.observe(now, positions, ends) or watch.observe_commits(
-                now, await committed_offsets(tps), {tp: app.consumer._read_offset.get(tp) for tp in tps}) \
-                or await group_verdict(now) or watch.observe_recovery(now, recovery_offsets())
-            if verdict is None and (blind or answered):  # a check that queried nothing says nothing
-                if blind and watch.blind_since is None:
-                    log.warning("the broker-side liveness checks cannot look (%s): a stall if that lasts %.0f s",
-                                blind[-1], 2 * settings.stall_after_s)
-                verdict = watch.observe_query(now, not blind, blind[-1] if blind else "")
+            return watch.broker_silent(now)
+        if stream_clock is not None:
+            stream_clock.heard()  # the broker answers: quiet sources are quiet, not cut off
+        positions = _positions(app, tps)
+        for tp in tps:
+            CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
+        verdict = watch.observe(now, positions, ends)
+        committed = await committed_offsets(tps)
+        if verdict is None and committed is not None:  # no answer says nothing of the commits: their clock goes on
+            verdict = watch.observe_commits(now, committed, {tp: app.consumer._read_offset.get(tp) for tp in tps})
+        verdict = verdict or await group_verdict(now) or watch.observe_recovery(now, recovery_offsets())
+        return verdict or (verdicts[0] if verdicts else None)
+
+    async def check_liveness() -> None:
+        nonlocal reported
+        try:
+            verdict = await verdict_now()
+            watch.observe_query(time.monotonic(), "the liveness check", True)
+        except Exception as exc:  # noqa: BLE001 — a check that raises must not end the timer (nothing would watch)
+            if "the liveness check" not in watch.blind_since:
+                log.warning("liveness check failed: %r", exc)
+            verdict = watch.observe_query(time.monotonic(), "the liveness check", False, repr(exc))
         if verdict is None:
             if reported:
                 log.warning("consumer progresses again")

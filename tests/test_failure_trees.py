@@ -30,14 +30,15 @@ def test_the_stored_trees_score_as_scikit_learn_does_missing_values_included():
 
 def test_damaged_trees_are_refused_before_any_walk():
     rng = np.random.default_rng(2)
-    x = rng.normal(size=(500, 90))
+    n_inputs = len(feature_set("robust").feature_names)
+    x = rng.normal(size=(500, n_inputs))
     y = (x[:, 3] > 0.5).astype(int)
     state = BoostedTrees.from_sklearn(HistGradientBoostingClassifier(max_iter=5, early_stopping=False,
                                                                      random_state=0).fit(x, y)).state_dict()
     inner = int(np.flatnonzero(~state["leaf"].numpy())[0])
     for field, value, message in (("left", inner, "outside its tree"),      # a split to itself would loop
                                   ("right", 10 ** 6, "outside its tree"),
-                                  ("feature", 90, "unknown input"),
+                                  ("feature", n_inputs, "unknown input"),
                                   ("value", np.nan, "not finite")):
         bad = {k: v.clone() for k, v in state.items()}
         bad[field][inner if field != "value" else int(np.flatnonzero(state["leaf"].numpy())[0])] = value
@@ -47,6 +48,10 @@ def test_damaged_trees_are_refused_before_any_walk():
     bad["threshold"] = bad["threshold"][:-1]
     with pytest.raises(ValueError, match="different lengths"):
         BoostedTrees.from_state_dict(bad)
+    # trees fitted on another version of the robust statistics: their splits would read other inputs
+    for older in ({k: v for k, v in state.items() if k != "n_inputs"}, {**state, "n_inputs": state["n_inputs"] - 10}):
+        with pytest.raises(ValueError, match="another version of the robust statistics"):
+            BoostedTrees.from_state_dict(older)
 
 
 def test_a_rows_score_does_not_depend_on_its_batch():

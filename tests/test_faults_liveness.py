@@ -158,7 +158,8 @@ def _installed_check(monkeypatch, hpc=None, **app_fields):
     monkeypatch.setattr(liveness, "QUERY_TIMEOUT_S", 0.05)
     timers = []
     conductor = SimpleNamespace(_topic_name_index={"raw.ipmi": None}, acks_enabled_for=lambda t: True)
-    app = SimpleNamespace(conf=SimpleNamespace(id="app-test"), consumer=_FakeConsumer(), topics=conductor,
+    consumer = app_fields.pop("consumer", None) or _FakeConsumer()
+    app = SimpleNamespace(conf=SimpleNamespace(id="app-test"), consumer=consumer, topics=conductor,
                           timer=lambda every, name: timers.append, hpc=hpc, **app_fields)
     app.tables = SimpleNamespace(changelog_topics=set(), recovery=app_fields.get("recovery"))
     liveness.install(app, LivenessSettings(check_every_s=0.01, stall_after_s=0.1, on_stall="log"))
@@ -209,6 +210,86 @@ def test_a_broker_query_that_never_returns_is_a_stall(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="hpcguard.liveness"):
         _run_checks(check, 0.6, then=release.set)  # the hung call returns before the loop's executor shuts down
     messages = [r.getMessage() for r in caplog.records]
-    assert any(m.startswith("the broker-side liveness checks cannot look") for m in messages), messages
+    assert any(m.startswith("the broker-side liveness check of the group's backlog cannot look") for m in messages), \
+        messages
     stalls = [m for m in messages if "consumer stalled" in m]
     assert stalls and "the broker-side checks could not look" in stalls[0], messages
+
+
+class _ReadAhead(_FakeConsumer):
+    """faust read raw.ipmi to offset 1172 and believes it committed all of it (a swallowed commit failure)."""
+
+    def __init__(self):
+        from faust.types import TP
+
+        self.tp = TP("raw.ipmi", 0)
+        self._read_offset, self._committed_offset, self._paused_partitions = {self.tp: 1172}, {self.tp: 1173}, set()
+
+    def assignment(self):
+        return {self.tp}
+
+    async def highwaters(self, *tps):
+        return {tp: 1173 for tp in tps}
+
+
+def _broker(monkeypatch, read, backlog):
+    from types import SimpleNamespace
+
+    from hpcguard.settings import KafkaSettings
+    from hpcguard.streams.liveness import BrokerCommits
+
+    monkeypatch.setattr(BrokerCommits, "read", lambda self, tps: read(tps))
+    monkeypatch.setattr(BrokerCommits, "backlog", lambda self, topics: backlog(topics))
+    return SimpleNamespace(settings=SimpleNamespace(kafka=KafkaSettings(bootstrap="127.0.0.1:9")))
+
+
+def _refused(*_):
+    raise ConnectionError("refused")
+
+
+def test_a_commit_stuck_at_the_broker_is_a_stall_though_every_other_query_fails(monkeypatch, caplog):
+    """The broker holds 421 while faust read to 1172 and believes it committed: a query that fails in
+    between says nothing of the commits (faust's own record must not stand in and restart the clock)."""
+    calls = []
+
+    def read(tps):
+        calls.append(1)
+        if len(calls) % 2:
+            raise ConnectionError("refused")
+        return {tp: 421 for tp in tps}
+
+    check = _installed_check(monkeypatch, hpc=_broker(monkeypatch, read, _refused), in_recovery=False,
+                             consumer=_ReadAhead())
+    with caplog.at_level(logging.ERROR, logger="hpcguard.liveness"):
+        _run_checks(check, 0.5)
+    stalls = [r.getMessage() for r in caplog.records if "consumer stalled" in r.getMessage()]
+    assert len(calls) > 4 and stalls, stalls
+    assert stalls[0].startswith("consumer stalled: offsets of TP(topic='raw.ipmi', partition=0) not committed past "
+                                "421"), stalls
+
+
+def test_a_group_backlog_query_that_always_fails_is_blind_though_the_commits_answer(monkeypatch, caplog):
+    """The group's backlog is probed every few checks: the committed-offset reads answering in between do
+    not make a backlog query that never answers look."""
+    check = _installed_check(monkeypatch, hpc=_broker(monkeypatch, lambda tps: {tp: 1173 for tp in tps}, _refused),
+                             in_recovery=False, consumer=_ReadAhead())
+    with caplog.at_level(logging.ERROR, logger="hpcguard.liveness"):
+        _run_checks(check, 0.5)
+    stalls = [r.getMessage() for r in caplog.records if "consumer stalled" in r.getMessage()]
+    assert stalls and "could not look" in stalls[0] and "(the group's backlog; last: ConnectionError('refused'))" \
+        in stalls[0], stalls
+
+
+def test_a_liveness_check_that_raises_goes_on_and_becomes_a_stall(monkeypatch, caplog):
+    """A bug in the check must not end its timer silently: the worker would run unwatched."""
+    class Broken(_FakeConsumer):
+        def assignment(self):
+            raise KeyError("no assignment yet")
+
+    check = _installed_check(monkeypatch, consumer=Broken())
+    with caplog.at_level(logging.WARNING, logger="hpcguard.liveness"):
+        _run_checks(check, 0.5)
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum(m.startswith("liveness check failed: KeyError") for m in messages) == 1, messages
+    stalls = [m for m in messages if "consumer stalled" in m]
+    assert stalls and "(the liveness check; last: KeyError('no assignment yet'))" in stalls[0], messages

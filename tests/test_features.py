@@ -123,7 +123,28 @@ def test_robust_features_ignore_per_node_offsets_and_mark_missing():
     assert np.allclose(f[..., z], shifted[..., z], atol=0.2)
     missing = list(FEATURE_SETS["robust"].statistics).index("missing")
     assert f[1, 6, missing] == 1.0 and np.all(f[1, 6, :missing] == 0.0) and not np.isnan(f).any()
-    assert len(FEATURE_SETS["robust"].feature_names) == 90
+    assert len(FEATURE_SETS["robust"].feature_names) == 100
+
+
+def test_robust_pace_tells_a_slow_climb_from_a_fast_one_where_the_z_statistics_saturate():
+    """A leak creeping up 4 points a minute and a job filling RAM 16 a minute both end far beyond 20
+    baseline scales; the window's change per minute in the sensor's own units still tells them apart."""
+    rng = np.random.default_rng(2)
+    h = rng.normal(50.0, 0.5, size=(3, FEATURE_SETS["robust"].history_steps, 10))
+    h[:, :, 7] = rng.normal(40.0, 0.3, size=h.shape[:2])
+    h[0, -16:, 7] = np.linspace(76, 92, 16)            # memory leak: 16 points over the 4-minute window
+    h[1, -16:, 7] = np.linspace(28, 92, 16)            # a job filling RAM: 64 points
+    h[2, -16:, 1] = 7000.0 - np.linspace(0, 700, 16)   # a fan losing 10 % of its baseline speed
+    h[2, :-16, 1] = rng.normal(7000.0, 30.0, size=h.shape[1] - 16)
+    f = _robust(h)
+    names = list(FEATURE_SETS["robust"].statistics)
+    z_last, pace = names.index("z_last"), names.index("pace")
+    assert f[0, 7, z_last] == f[1, 7, z_last] == 20.0                         # saturated alike
+    # percent sensors: points per minute / 100 (the first and the last minute's means lie 3 minutes apart)
+    assert f[0, 7, pace] == pytest.approx(16 * 12 / 15 / 3 / 100, rel=0.02)
+    assert f[1, 7, pace] == pytest.approx(4 * f[0, 7, pace], rel=0.02)
+    assert f[2, 1, pace] == pytest.approx(-700 * 12 / 15 / 3 / 7000, rel=0.05)  # others: relative to the baseline
+    assert abs(f[0, 0, pace]) < 0.002                                            # a steady sensor: no pace
 
 
 def test_robust_features_of_one_node_equal_its_row_of_a_batch():

@@ -226,11 +226,10 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     ens = FailureEnsemble(nets, LstmVoter(), medians, mean, std, **options)
     voter_feats, voter_y, voter_t = events.features[vote_idx], y[vote_idx], events.times[vote_idx]
     voter_rated = np.ones(vote_idx.size, bool) if rated is None else np.asarray(rated, bool)[vote_idx]
-    calibrated = calibration is not None and len(calibration.labels) > 0
-    if calibrated:   # uniform draws of the period are the calibration's: the ok events measure no rate
-        voter_rated &= events.hard[vote_idx]
     voter_weight = np.where(voter_rated, events.node_steps[vote_idx], 0.0)
-    if calibrated:
+    if calibration is not None and len(calibration.labels) > 0:
+        # uniform draws of the period are the calibration's: the ok events drawn with the failures measure no rate
+        voter_weight[~events.hard[vote_idx]] = 0.0
         later = np.flatnonzero(calibration.times >= voter_t.min()) if split == "time" \
             else np.arange(len(calibration.labels))
         voter_feats = np.concatenate([voter_feats, calibration.features[later]])

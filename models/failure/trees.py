@@ -1,6 +1,6 @@
 """The learned ``trees`` feature set: gradient-boosted trees over the ``robust`` statistics.
 
-On the site profiles the seed's 52-tanh networks read the 90 ``robust`` statistics and
+On the site profiles the seed's 52-tanh networks read the 100 ``robust`` statistics and
 keep little of what separates a precursor from its look-alike at the far tail (a
 memory leak at 95 % against a RAM-filling job's 92 % peak); boosted trees split on
 exactly such levels.  This front-end
@@ -143,11 +143,19 @@ class BoostedTrees:
         arrays = {f: getattr(self, f) for f in _FIELDS}
         arrays["roots"] = self.roots
         arrays["baseline"] = np.array([self.baseline])
+        arrays["n_inputs"] = np.array([len(FEATURE_SETS["robust"].feature_names)])  # what the splits index
         return {k: torch.from_numpy(np.asarray(v).copy()) for k, v in arrays.items()}
 
     @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor]) -> "BoostedTrees":
+        """The trees of :meth:`state_dict`; refused when fitted on another version of the ``robust`` statistics
+        (their splits would read other inputs)."""
         a = {k: v.numpy() for k, v in state.items()}
+        current = len(FEATURE_SETS["robust"].feature_names)
+        fitted = int(a["n_inputs"][0]) if "n_inputs" in a else 90  # models before the inputs were recorded: 90
+        if fitted != current:
+            raise ValueError(f"the trees were fitted on another version of the robust statistics ({fitted} inputs, "
+                             f"this version computes {current}): retrain the model with hpcguard train failure")
         return cls(*(a[f] for f in _FIELDS), a["roots"], float(a["baseline"][0]))
 
 
@@ -161,11 +169,11 @@ def trees_feature_set(trees: BoostedTrees) -> FeatureSet:
         return trees.decision_function(flat).reshape(*w.shape[:-2], 1)
 
     return FeatureSet("trees", HISTORY_STEPS, transform, ("log_odds",), "gradient-boosted trees over the robust "
-                      "statistics (90 inputs), fitted with the model: their log-odds", names=("trees.log_odds",))
+                      "statistics (100 inputs), fitted with the model: their log-odds", names=("trees.log_odds",))
 
 
 def fit_trees(statistics: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[BoostedTrees, dict[str, Any]]:
-    """Fit boosted trees on the ``robust`` statistics of events, ``(N, 90)`` or ``(N, leads, 90)``
+    """Fit boosted trees on the ``robust`` statistics of events, ``(N, 100)`` or ``(N, leads, 100)``
     (each event seen through several leads' histories, all with its label); NaN = missing.
 
     scikit-learn's ``HistGradientBoostingClassifier``: ``N_TREES`` trees of at most
