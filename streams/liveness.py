@@ -20,7 +20,8 @@ A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings `
   group's backlog) could not look: its queries kept failing, or one has not returned
   (:meth:`ProgressWatch.observe_query`, a clock per query).  A check that cannot see the
   group's commits would otherwise pass a stuck group silently; a liveness check that raises
-  counts the same way (the timer goes on, and a check that keeps failing is a stall).
+  counts the same way (the timer goes on, and a check that keeps failing is a stall, reason
+  ``check``).
 
 On a stall the worker logs it (CRITICAL, with the partitions and the reason; then where each
 pending asyncio task waits, :func:`task_stacks`), sets
@@ -139,7 +140,7 @@ class ProgressWatch:
         self.group: dict[Hashable, tuple[int | None, float]] = {}  # the group's committed offset, since when
         self.recovery: tuple[Any, float] | None = None  # a running table recovery's offsets, since when
         self.blind_since: dict[str, float] = {}  # broker-side query → failing since
-        self.cause = "" # progress | commit | broker: what the last stall verdict was about
+        self.cause = ""  # progress | commit | group | recovery | broker | check: what the last stall verdict was about
 
     def commit_failed(self) -> None:
         self.commit_errors += 1
@@ -290,22 +291,24 @@ class ProgressWatch:
             return f"a table recovery has read no changelog record for {now - self.recovery[1]:.0f} s (offsets {shown})"
         return None
 
-    def observe_query(self, now: float, query: str, looked: bool, why: str = "") -> str | None:
-        """The stall reason when the broker-side query ``query`` could not look for ``2 × stall_after_s``.
+    def observe_query(self, now: float, query: str, looked: bool, why: str = "", cause: str = "broker") -> str | None:
+        """The stall reason when ``query`` could not look for ``2 × stall_after_s``.
 
         ``looked``: it answered; ``why`` says what went wrong when it did not (an error, a query
         that has not returned).  Each query has its own clock: the committed offsets are read
         every check and the group's backlog every few, and an answer of one says nothing of
         the other (a backlog query that always fails would otherwise never count as blind).
+        ``cause`` is the stall's reason label (``broker`` for the broker-side queries, ``check``
+        for the liveness check itself).
 
         >>> w = ProgressWatch(stall_after_s=60, max_commit_errors=50)
-        >>> w.observe_query(0, "the group's backlog", False, "TimeoutError()") is None
+        >>> w.observe_query(0, "the group's backlog query", False, "TimeoutError()") is None
         True
-        >>> w.observe_query(100, "the committed offsets", True) is None   # another query's answer
+        >>> w.observe_query(100, "the committed-offset query", True) is None   # another query's answer
         True
-        >>> w.observe_query(121, "the group's backlog", False, "TimeoutError()")
-        "the broker-side checks could not look for 121 s (the group's backlog; last: TimeoutError())"
-        >>> w.observe_query(122, "the group's backlog", True) is None
+        >>> w.observe_query(121, "the group's backlog query", False, "TimeoutError()")
+        "the group's backlog query could not look for 121 s (last: TimeoutError())"
+        >>> w.observe_query(122, "the group's backlog query", True) is None
         True
         """
         if looked:
@@ -313,8 +316,8 @@ class ProgressWatch:
             return None
         since = self.blind_since.setdefault(query, now)
         if now - since >= 2 * self.stall_after_s:
-            self.cause = "broker"
-            return f"the broker-side checks could not look for {now - since:.0f} s ({query}; last: {why})"
+            self.cause = cause
+            return f"{query} could not look for {now - since:.0f} s (last: {why})"
         return None
 
     def _commit_verdict(self, now: float) -> str | None:
@@ -583,7 +586,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
     querying: list[float] = []  # when the broker query running in the executor started (empty: none runs)
     group_checked = [-float("inf")]  # when the group's backlog was last probed
     group_every_s = max(settings.check_every_s, settings.stall_after_s / 4)
-    verdicts: list[str] = []  # this check's stall verdicts from queries that could not look
+    verdicts: list[str | None] = []  # this check's verdicts from queries that could not look (None: not yet a stall)
 
     def _run_then_release(fn: Any, *args: Any) -> Any:
         try:
@@ -591,14 +594,11 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         finally:
             querying.clear()
 
-    def looked(query: str, answered: bool, why: str = "") -> None:
-        """Feed ``query``'s outcome to the watch; warn once when it starts failing."""
+    def looked(query: str, answered: bool, why: str = "", cause: str = "broker") -> str | None:
+        """Feed ``query``'s outcome to the watch (warn once when it starts failing); its stall verdict."""
         if not answered and query not in watch.blind_since:
-            log.warning("the broker-side liveness check of %s cannot look (%s): a stall if that lasts %.0f s",
-                        query, why, 2 * settings.stall_after_s)
-        verdict = watch.observe_query(time.monotonic(), query, answered, why)
-        if verdict is not None:
-            verdicts.append(verdict)
+            log.warning("%s cannot look (%s): a stall if that lasts %.0f s", query, why, 2 * settings.stall_after_s)
+        return watch.observe_query(time.monotonic(), query, answered, why, cause)
 
     async def broker_query(query: str, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` in the executor, one at a time (kafka-python's consumer is not thread-safe); its
@@ -606,15 +606,15 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         if querying:
             running = time.monotonic() - querying[0]
             if running > QUERY_TIMEOUT_S:
-                looked(query, False, f"a broker query has not returned for {running:.0f} s")
+                verdicts.append(looked(query, False, f"a broker query has not returned for {running:.0f} s"))
             return None
         querying.append(time.monotonic())
         try:
             result = await asyncio.wait_for(asyncio.shield(asyncio.get_running_loop().run_in_executor(
                 None, _run_then_release, fn, *args)), timeout=QUERY_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 — an unreachable broker is the end-offset query's to report
-            log.debug("broker query of %s failed: %r", query, exc)
-            looked(query, False, repr(exc))
+            log.debug("%s failed: %r", query, exc)
+            verdicts.append(looked(query, False, repr(exc)))
             return None
         looked(query, True)
         return result
@@ -628,7 +628,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             return {tp: app.consumer._committed_offset.get(tp) for tp in tps}
         if not tps:
             return {}
-        return await broker_query("the committed offsets", broker_commits.read, tps)
+        return await broker_query("the committed-offset query", broker_commits.read, tps)
 
     def recovery_offsets() -> dict | None:
         """The running table recovery's changelog read offsets; ``None`` when none runs."""
@@ -645,7 +645,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             watch.forget_group()  # a table recovery holds every input back on purpose (observe_recovery bounds it)
             return None
         group_checked[0] = now
-        backlog = await broker_query("the group's backlog", broker_commits.backlog, _read_topics(app))
+        backlog = await broker_query("the group's backlog query", broker_commits.backlog, _read_topics(app))
         if backlog is None:
             return None
         mine = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
@@ -672,17 +672,15 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         if verdict is None and committed is not None:  # no answer says nothing of the commits: their clock goes on
             verdict = watch.observe_commits(now, committed, {tp: app.consumer._read_offset.get(tp) for tp in tps})
         verdict = verdict or await group_verdict(now) or watch.observe_recovery(now, recovery_offsets())
-        return verdict or (verdicts[0] if verdicts else None)
+        return verdict or next((v for v in verdicts if v is not None), None)
 
     async def check_liveness() -> None:
         nonlocal reported
         try:
             verdict = await verdict_now()
-            watch.observe_query(time.monotonic(), "the liveness check", True)
+            looked("the liveness check", True)
         except Exception as exc:  # noqa: BLE001 — a check that raises must not end the timer (nothing would watch)
-            if "the liveness check" not in watch.blind_since:
-                log.warning("liveness check failed: %r", exc)
-            verdict = watch.observe_query(time.monotonic(), "the liveness check", False, repr(exc))
+            verdict = looked("the liveness check", False, repr(exc), cause="check")
         if verdict is None:
             if reported:
                 log.warning("consumer progresses again")

@@ -50,7 +50,7 @@ CONSUMER_READY = Gauge("hpcguard_consumer_ready", "1 while a consumer of the wor
 
 STALLED = Gauge("hpcguard_consumer_stalled", "1 while the worker's consumer is stalled", registry=REGISTRY)
 STALLS = Counter("hpcguard_consumer_stalls_total",
-                 "Consumer stalls detected, per reason (progress|commit|broker|group|recovery)",
+                 "Consumer stalls detected, per reason (progress|commit|broker|group|recovery|check)",
                  ["reason"], registry=REGISTRY)
 COMMIT_ERRORS = Counter("hpcguard_commit_errors_total", "Failed offset commits reported by the Kafka client",
                         registry=REGISTRY)
