@@ -647,6 +647,7 @@ def _precursor_tpr(rows: list[dict], decisions: dict[str, Any], events, failure_
     for r in rows:
         d = decisions.get(r["name"])
         r["tpr_precursor"] = float(d[pos][pre].mean()) if d is not None and pre.any() else float("nan")
+        r["tp_precursor"] = int(d[pos][pre].sum()) if d is not None else 0
         r["precursor_failures"] = int(pre.sum())
 
 
@@ -771,9 +772,12 @@ def _online_curve(ensemble, rec: Recorded, healthy, precursor, stride: int) -> d
 @evaluate_app.command("failure")
 def evaluate_failure(
     model: str = typer.Option(..., "--model", help="Model directory written by 'hpcguard train failure'."),
-    data: str = typer.Option(..., "--data", help="Held-out recorded-data directory (with failures.csv)."),
+    data: List[str] = typer.Option(..., "--data", help="Held-out recorded-data directory (with failures.csv); "
+                                   "repeat for several: each is evaluated, then their counts are added and the "
+                                   "targets checked on the pool (one test history is a small sample)."),
     report: Optional[str] = typer.Option(None, "--report", help="Output directory for report.json, report.md "
-                                         "and PNG plots (unset: print only)."),
+                                         "and PNG plots (unset: print only); with several --data, one "
+                                         "sub-directory of plots per history."),
     sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML); default: "
                                              "the installed mapping.  A mapping other than the model's is "
                                              "reported."),
@@ -795,7 +799,8 @@ def evaluate_failure(
     plus the online scan (failures warned >= 2 min ahead, false-alarm episodes per 100 node-days) and
     the prediction targets, each with the value reached and whether it is met (LSTM vote tpr >= 0.50,
     >= 0.70 of failures with a precursor, at fpr <= 2e-4; online >= 70 % of precursor failures warned
-    >= 2 min ahead at <= 2 false-alarm episodes per 100 node-days)."""
+    >= 2 min ahead at <= 2 false-alarm episodes per 100 node-days).  With several --data, each history's
+    report follows the pooled one (counts added; the targets are checked on the pool)."""
     import torch
 
     from hpcguard.connectors.model_store import load_model
@@ -812,36 +817,45 @@ def evaluate_failure(
         notes.append(f"sensor map differs from the model's (model {trained_with[:12]}, now {mapping.digest[:12]})")
         typer.secho(f"warning: {notes[-1]}", err=True, fg=typer.colors.YELLOW)
     with _progress(as_json) as bar:
-        task = bar.add_task(f"loading {data}", total=None)
-        rec = _load_recorded(data, ensemble.grid_s, mapping)
-        coverage = _coverage_summary([rec], "test data")
+        task = bar.add_task("loading the training data", total=None)
         dirs = [d for d in (train_data or manifest.get("metadata", {}).get("data_dirs", [])) if Path(d).is_dir()]
         train_recs = [_load_recorded(d, ensemble.grid_s, mapping) for d in dirs]
         if not dirs:
             notes.append("random-forest and baseline rows omitted: no training data directory available "
                          "(pass --train-data)")
-        try:
-            result = _evaluate(ensemble, manifest, rec, train_recs, seed, max_ok, online, stride,
-                               note=lambda m: bar.update(task, description=m), at_fpr=at_fpr)
-        except ValueError as exc:
-            fail(f"{data}: {exc}")
-        result.update({"model": str(model), "data": str(data), "coverage": coverage["shares"],
-                       "coverage_warnings": coverage["warnings"], "notes": notes})
-        scores = result.pop("scores")
-        if report:
-            out = Path(report)
-            out.mkdir(parents=True, exist_ok=True)
-            bar.update(task, description="plots")
-            _plots(out, ensemble, scores["labels"], scores, result["rows"])
-            if "online_curve" in result:
-                _plot_online_curve(out / "online_curve.png", result["online_curve"], ensemble.threshold,
-                                   "Online operating curve")
-            (out / "report.json").write_text(json.dumps(_clean(result), indent=2))
-            (out / "report.md").write_text(_markdown(result))
+        results = []
+        for i, d in enumerate(data):
+            bar.update(task, description=f"loading {d}")
+            rec = _load_recorded(d, ensemble.grid_s, mapping)
+            coverage = _coverage_summary([rec], "test data" if len(data) == 1 else f"test data {d}")
+            try:
+                result = _evaluate(ensemble, manifest, rec, train_recs, seed, max_ok, online, stride,
+                                   note=lambda m: bar.update(task, description=m), at_fpr=at_fpr)
+            except ValueError as exc:
+                fail(f"{d}: {exc}")
+            result.update({"model": str(model), "data": str(d), "coverage": coverage["shares"],
+                           "coverage_warnings": coverage["warnings"], "notes": notes})
+            scores = result.pop("scores")
+            if report:
+                out = Path(report) if len(data) == 1 else Path(report) / f"{i + 1}-{Path(d).name}"
+                out.mkdir(parents=True, exist_ok=True)
+                bar.update(task, description="plots")
+                _plots(out, ensemble, scores["labels"], scores, result["rows"])
+                if "online_curve" in result:
+                    _plot_online_curve(out / "online_curve.png", result["online_curve"], ensemble.threshold,
+                                       "Online operating curve")
+                (out / "report.json").write_text(json.dumps(_clean(result), indent=2))
+                (out / "report.md").write_text(_markdown(result))
+            results.append(result)
+        result = results[0] if len(results) == 1 else {"model": str(model), **_pooled(results, ensemble.threshold,
+                                                                                     notes)}
+        if report and len(results) > 1:
+            (Path(report) / "report.json").write_text(json.dumps(_clean(result), indent=2))
+            (Path(report) / "report.md").write_text(_pooled_markdown(result))
     if as_json:
         emit_json(result)
     else:
-        typer.echo(_markdown(result))
+        typer.echo(_markdown(result) if len(results) == 1 else _pooled_markdown(result))
 
 
 def _clean(obj):
@@ -850,15 +864,57 @@ def _clean(obj):
     return _jsonable(obj)
 
 
+def _rows_table(rows: list[dict]) -> list[str]:
+    lines = ["| predictor | tpr | tpr (precursor) | ppv | fpr | UC(1024) | n@UC 5% | n@UC 30% | n@UC 50% |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    return lines + [f"| {r['name']} | {r['tpr']:.4f} | {r['tpr_precursor']:.4f} | {r['ppv']:.4f} | {r['fpr']:.6f} | "
+                    f"{r['uc_1024']:.4f} | {r['nodes_uc_5']} | {r['nodes_uc_30']} | {r['nodes_uc_50']} |" for r in rows]
+
+
+def _targets_table(targets: list[dict]) -> list[str]:
+    return ["| target | reached | bound | met |", "|---|---|---|---|"] + [
+        f"| {t['target']} | {t['value']:.4g} | {t['bound']} | {'yes' if t['met'] else 'no'} |" for t in targets]
+
+
+def _pooled_markdown(result: dict) -> str:
+    p = result["pooled"]
+    lines = [f"# Failure prediction on {len(result['histories'])} test histories, pooled", "",
+             f"model {result['version']} (features {result['features']}); {p['failures']} failure events "
+             f"({p['precursor_failures']} with a precursor), {p['ok_events']} ok events in "
+             + ", ".join(h["data"] for h in result["histories"]), "",
+             "Each predictor's true and false positives added over the histories (the model's own threshold):", ""]
+    lines += _rows_table(p["rows"])
+    if "online" in p:
+        o = p["online"]
+        lines += ["", f"Online: {o['warned_2min']}/{o['failures']} failures warned >= 2 min ahead "
+                  f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor), "
+                  f"{o['false_alarm_episodes']} false-alarm episodes in {o['node_days']:.1f} node-days = "
+                  f"{o['false_alarms_per_100_node_days']:.2f} per 100 node-days"]
+    lines += ["", "Against the prediction targets (pooled):", ""] + _targets_table(result["targets"])
+    lines += [""] + [f"- {n}" for n in result["notes"]]
+    return "\n".join(lines) + "\n\n" + "\n".join(_markdown(h) for h in result["histories"])
+
+
+def _pooled(results: list[dict], threshold: float, notes: list[str]) -> dict:
+    """Several test histories' results as one: rows and online counts added, the targets checked on the pool."""
+    from hpcguard.models.failure.evaluation import check_targets, pool_curves, pool_rows
+
+    rows = pool_rows([r["rows"] for r in results])
+    pooled: dict[str, Any] = {k: sum(r[k] for r in results) for k in ("failures", "precursor_failures", "ok_events")}
+    pooled["rows"] = rows
+    if all("online" in r for r in results):
+        # the online summaries are curves of one point each, at the model's threshold
+        pooled["online"] = pool_curves([[{"threshold": threshold, **r["online"]}] for r in results])[0]
+    targets = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), pooled.get("online"))
+    return {"version": results[0]["version"], "features": results[0]["features"], "pooled": pooled,
+            "targets": targets, "histories": results, "notes": notes}
+
+
 def _markdown(result: dict) -> str:
     lines = [f"# Failure prediction on {result['data']}", "",
              f"model {result['version']} (features {result['features']}); {result['failures']} failure events "
-             f"({result['precursor_failures']} with a precursor), {result['ok_events']} ok events", "",
-             "| predictor | tpr | tpr (precursor) | ppv | fpr | UC(1024) | n@UC 5% | n@UC 30% | n@UC 50% |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in result["rows"]:
-        lines.append(f"| {r['name']} | {r['tpr']:.4f} | {r['tpr_precursor']:.4f} | {r['ppv']:.4f} | {r['fpr']:.6f} | "
-                     f"{r['uc_1024']:.4f} | {r['nodes_uc_5']} | {r['nodes_uc_30']} | {r['nodes_uc_50']} |")
+             f"({result['precursor_failures']} with a precursor), {result['ok_events']} ok events", ""]
+    lines += _rows_table(result["rows"])
     if "online" in result:
         o = result["online"]
         lines += ["", f"Online (the worker's predictor on every node's history, every {o['stride_steps']} step(s)): "
@@ -886,10 +942,7 @@ def _markdown(result: dict) -> str:
                   f"(set with hindsight; {a['false_positives']} false positives): tpr {a['tpr']:.4f}, "
                   f"{p['tpr']:.4f} of the {p['failures']} failures with a precursor"]
     if result.get("targets"):
-        lines += ["", "Against the prediction targets (the model's own threshold):", "",
-                  "| target | reached | bound | met |", "|---|---|---|---|"]
-        lines += [f"| {t['target']} | {t['value']:.4g} | {t['bound']} | {'yes' if t['met'] else 'no'} |"
-                  for t in result["targets"]]
+        lines += ["", "Against the prediction targets (the model's own threshold):", ""] + _targets_table(result["targets"])
         if not result.get("precursor_known", True):
             lines.append("- the data does not say which failures had a precursor: every failure is counted as one")
     if result.get("by_family"):

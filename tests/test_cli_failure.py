@@ -157,6 +157,39 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert "Online operating curve" in (report / "report.md").read_text()
     assert (report / "online_curve.png").stat().st_size > 1000
 
+    # several test histories: each evaluated as alone, then pooled by adding counts
+    pooled_report = recorded / "pooled"
+    r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
+                            "--data", str(recorded / "train"), "--report", str(pooled_report), "--max-ok", "3000",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    both = json.loads(r.stdout)
+    first, second = both["histories"]
+    assert first["rows"] == rows and first["online"] == full["online"]   # the first is the run above
+    assert second["data"] == str(recorded / "train")
+    pooled = {row["name"]: row for row in both["pooled"]["rows"]}
+    assert list(pooled) == names
+    for name, row in pooled.items():
+        parts = [next(x for x in h["rows"] if x["name"] == name) for h in (first, second)]
+        for key in ("tp", "fp", "failures", "ok", "tp_precursor", "precursor_failures"):
+            assert row[key] == sum(p[key] for p in parts), (name, key)
+        assert row["tpr"] == row["tp"] / row["failures"] and row["fpr"] == row["fp"] / row["ok"]
+        assert row["tpr_precursor"] == row["tp_precursor"] / row["precursor_failures"]
+    online = both["pooled"]["online"]
+    assert online["false_alarm_episodes"] == sum(h["online"]["false_alarm_episodes"] for h in (first, second))
+    assert online["node_days"] == pytest.approx(sum(h["online"]["node_days"] for h in (first, second)))
+    assert online["precursor_warned_2min_share"] == (
+        sum(h["online"]["precursor_warned_2min"] for h in (first, second))
+        / sum(h["online"]["precursor_failures"] for h in (first, second)))
+    pooled_targets = {t["target"]: t for t in both["targets"]}
+    assert pooled_targets["LSTM vote tpr"]["value"] == pooled["lstm-vote"]["tpr"]
+    assert pooled_targets["online: false-alarm episodes per 100 node-days"]["value"] == \
+        online["false_alarms_per_100_node_days"]
+    assert json.loads((pooled_report / "report.json").read_text())["pooled"] == both["pooled"]
+    assert "pooled" in (pooled_report / "report.md").read_text()
+    assert (pooled_report / "1-test" / "roc_networks.png").is_file()
+    assert (pooled_report / "2-train" / "online_curve.png").is_file()
+
 
 def test_threshold_set_for_a_false_alarm_budget_is_what_the_worker_then_raises(recorded):
     model, calibrated = recorded / "model", recorded / "calibrated"

@@ -2,7 +2,7 @@
 
 ``report_row`` turns one predictor's decisions on labelled events into the columns
 of Tab. 4.1 (tpr, ppv, fpr, UC(1024)) plus the node counts where UC crosses 5 %,
-30 % and 50 % (Fig. 4.12).  ``ensemble_rows`` produces the ensemble's rows:
+30 % and 50 % (Fig. 4.12); ``pool_rows`` adds several test histories' rows into one.  ``ensemble_rows`` produces the ensemble's rows:
 unanimous voting over 1, 2, 4 and 6 networks, the LSTM vote and a single network.
 ``online_scan`` runs a predictor the way the node agent does — every node, every
 15 s step (or every ``stride`` steps), through the predictor's own ``predict`` on the
@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hpcguard.models.features import WINDOW_STEPS
-from hpcguard.models.metrics import rates, uc_crossing, uc_probability
+from hpcguard.models.metrics import uc_crossing, uc_probability
 from hpcguard.models.warning_eval import score_warnings
 
 UC_LEVELS: tuple[float, ...] = (0.05, 0.30, 0.50)
@@ -45,16 +45,56 @@ PREDICTION_TARGETS: dict[str, float] = {"vote_fpr": 2e-4, "vote_tpr": 0.50, "vot
 
 def report_row(name: str, y_true: np.ndarray, y_pred: np.ndarray, p_ok: float = 1.0) -> dict[str, Any]:
     """tpr, ppv, fpr, UC(1024), counts and UC crossing node counts of one predictor."""
-    r = rates(y_true, y_pred)
     y, p = np.asarray(y_true).astype(bool), np.asarray(y_pred).astype(bool)
-    fpr = r["fpr"]
-    row: dict[str, Any] = {"name": name, "tpr": r["tpr"], "ppv": r["ppv"], "fpr": fpr,
+    return row_from_counts(name, int((y & p).sum()), int((~y & p).sum()), int(y.sum()), int((~y).sum()), p_ok)
+
+
+def row_from_counts(name: str, tp: int, fp: int, failures: int, ok: int, p_ok: float = 1.0) -> dict[str, Any]:
+    """:func:`report_row` from its counts: true and false positives among ``failures`` and ``ok`` events.
+
+    >>> r = row_from_counts("lstm-vote", tp=3, fp=1, failures=4, ok=10_000)
+    >>> r["tpr"], r["fpr"], r["ppv"]
+    (0.75, 0.0001, 0.75)
+    """
+    def ratio(a: int, b: int) -> float:
+        return a / b if b else float("nan")
+
+    fpr = ratio(fp, ok)
+    row: dict[str, Any] = {"name": name, "tpr": ratio(tp, failures), "ppv": ratio(tp, tp + fp), "fpr": fpr,
                            "uc_1024": float(uc_probability(fpr, 1024, p_ok)) if fpr == fpr else float("nan"),
-                           "tp": int((y & p).sum()), "fp": int((~y & p).sum()),
-                           "failures": int(y.sum()), "ok": int((~y).sum())}
+                           "tp": int(tp), "fp": int(fp), "failures": int(failures), "ok": int(ok)}
     for level in UC_LEVELS:
         row[f"nodes_uc_{int(round(level * 100))}"] = uc_crossing(fpr, level, p_ok) if fpr == fpr else None
     return row
+
+
+def pool_rows(histories: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Several test histories' report rows as one: each predictor's counts added and its rates
+    recomputed (also ``tpr_precursor`` from ``tp_precursor``/``precursor_failures`` where given).
+    Only the predictors every history has are pooled, in the first history's order.
+
+    >>> a = [{"name": "lstm-vote", "tp": 3, "fp": 0, "failures": 4, "ok": 5000,
+    ...       "tp_precursor": 3, "precursor_failures": 3}]
+    >>> b = [{"name": "lstm-vote", "tp": 1, "fp": 1, "failures": 4, "ok": 5000,
+    ...       "tp_precursor": 1, "precursor_failures": 2}]
+    >>> r = pool_rows([a, b])[0]
+    >>> r["tpr"], r["fpr"], r["tpr_precursor"], r["histories"]
+    (0.5, 0.0001, 0.8, 2)
+    """
+    by_name = [{r["name"]: r for r in rows} for rows in histories]
+    pooled = []
+    for name in (r["name"] for r in histories[0]):
+        if not all(name in rows for rows in by_name):
+            continue
+        parts = [rows[name] for rows in by_name]
+        row = row_from_counts(name, *(sum(int(p[k]) for p in parts) for k in ("tp", "fp", "failures", "ok")))
+        if all("tp_precursor" in p for p in parts):
+            row["tp_precursor"] = sum(int(p["tp_precursor"]) for p in parts)
+            row["precursor_failures"] = sum(int(p["precursor_failures"]) for p in parts)
+            row["tpr_precursor"] = (row["tp_precursor"] / row["precursor_failures"] if row["precursor_failures"]
+                                    else float("nan"))
+        pooled.append({**row, "histories": len(parts)})
+    return pooled
 
 
 def ensemble_rows(ensemble, features: np.ndarray, labels: np.ndarray, p_ok: float = 1.0,
