@@ -876,6 +876,14 @@ def _targets_table(targets: list[dict]) -> list[str]:
         f"| {t['target']} | {t['value']:.4g} | {t['bound']} | {'yes' if t['met'] else 'no'} |" for t in targets]
 
 
+def _online_sentence(scope: str, o: dict) -> str:
+    """An online summary's failures warned and false alarms, in words."""
+    return (f"{scope}: {o['warned_2min']}/{o['failures']} failures warned >= 2 min ahead "
+            f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor), "
+            f"{o['false_alarm_episodes']} false-alarm episodes in {o['node_days']:.1f} node-days = "
+            f"{o['false_alarms_per_100_node_days']:.2f} per 100 node-days")
+
+
 def _pooled_markdown(result: dict) -> str:
     p = result["pooled"]
     lines = [f"# Failure prediction on {len(result['histories'])} test histories, pooled", "",
@@ -885,11 +893,7 @@ def _pooled_markdown(result: dict) -> str:
              "Each predictor's true and false positives added over the histories (the model's own threshold):", ""]
     lines += _rows_table(p["rows"])
     if "online" in p:
-        o = p["online"]
-        lines += ["", f"Online: {o['warned_2min']}/{o['failures']} failures warned >= 2 min ahead "
-                  f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor), "
-                  f"{o['false_alarm_episodes']} false-alarm episodes in {o['node_days']:.1f} node-days = "
-                  f"{o['false_alarms_per_100_node_days']:.2f} per 100 node-days"]
+        lines += ["", _online_sentence("Online", p["online"])]
     lines += ["", "Against the prediction targets (pooled):", ""] + _targets_table(result["targets"])
     lines += [""] + [f"- {n}" for n in result["notes"]]
     return "\n".join(lines) + "\n\n" + "\n".join(_markdown(h) for h in result["histories"])
@@ -917,11 +921,9 @@ def _markdown(result: dict) -> str:
     lines += _rows_table(result["rows"])
     if "online" in result:
         o = result["online"]
-        lines += ["", f"Online (the worker's predictor on every node's history, every {o['stride_steps']} step(s)): "
-                  f"{o['warned_2min']}/{o['failures']} failures warned >= 2 min ahead "
-                  f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor), "
-                  f"{o['false_alarm_episodes']} false-alarm episodes = {o['false_alarms_per_100_node_days']:.2f} per "
-                  f"100 node-days, median lead {o['median_lead_minutes']:.1f} min"]
+        lines += ["", _online_sentence(f"Online (the worker's predictor on every node's history, every "
+                                       f"{o['stride_steps']} step(s))", o)
+                  + f", median lead {o['median_lead_minutes']:.1f} min"]
     if "online_curve" in result:
         at = result["online_at_false_alarm_target"]
         lines += ["", "Online operating curve (the vote threshold swept on this data, with hindsight; "
