@@ -793,7 +793,9 @@ def evaluate_failure(
                                            "this fpr of the test's healthy events (default: the target bound, "
                                            "2e-4): what a --target-fpr could buy, found with hindsight."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (rows with name, tpr, "
-                                 "tpr_precursor, ppv, fpr, uc_1024; at_fpr; targets; coverage; online)."),
+                                 "tpr_precursor, ppv, fpr, uc_1024; at_fpr; targets; coverage; online; with several "
+                                 "--data: pooled, the targets on the pool, and each history's result in "
+                                 "histories)."),
 ) -> None:
     """Table-4.1-style report: unanimous 1/2/4/6, LSTM vote, single network, baseline and random forest,
     plus the online scan (failures warned >= 2 min ahead, false-alarm episodes per 100 node-days) and
