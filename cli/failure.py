@@ -639,16 +639,19 @@ def _forest_row(train_recs: list[Recorded], rec: Recorded, events, seed: int) ->
 
 
 def _precursor_tpr(rows: list[dict], decisions: dict[str, Any], events, failure_precursor) -> None:
-    """Add ``tpr_precursor`` (tpr over failures that had a precursor) to each row."""
+    """Add ``tp_precursor`` (failures with a precursor it caught), ``precursor_failures`` and their
+    share ``tpr_precursor`` to each row that has decisions (NaN share for a row without)."""
     import numpy as np
+
+    from hpcguard.models.metrics import ratio
 
     pos = np.flatnonzero(events.labels == 1)
     pre = failure_precursor
     for r in rows:
         d = decisions.get(r["name"])
-        r["tpr_precursor"] = float(d[pos][pre].mean()) if d is not None and pre.any() else float("nan")
         r["tp_precursor"] = int(d[pos][pre].sum()) if d is not None else 0
         r["precursor_failures"] = int(pre.sum())
+        r["tpr_precursor"] = ratio(r["tp_precursor"], r["precursor_failures"]) if d is not None else float("nan")
 
 
 def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded], seed: int = 0,
@@ -903,14 +906,13 @@ def _pooled_markdown(result: dict) -> str:
 
 def _pooled(results: list[dict], threshold: float, notes: list[str]) -> dict:
     """Several test histories' results as one: rows and online counts added, the targets checked on the pool."""
-    from hpcguard.models.failure.evaluation import check_targets, pool_curves, pool_rows
+    from hpcguard.models.failure.evaluation import check_targets, pool_rows, pool_summaries
 
     rows = pool_rows([r["rows"] for r in results])
     pooled: dict[str, Any] = {k: sum(r[k] for r in results) for k in ("failures", "precursor_failures", "ok_events")}
     pooled["rows"] = rows
     if all("online" in r for r in results):
-        # the online summaries are curves of one point each, at the model's threshold
-        pooled["online"] = pool_curves([[{"threshold": threshold, **r["online"]}] for r in results])[0]
+        pooled["online"] = {"threshold": threshold, **pool_summaries([r["online"] for r in results])}
     targets = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), pooled.get("online"))
     return {"version": results[0]["version"], "features": results[0]["features"], "pooled": pooled,
             "targets": targets, "histories": results, "notes": notes}

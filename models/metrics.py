@@ -36,6 +36,15 @@ def _check_probability(name: str, value: np.ndarray) -> np.ndarray:
     return v
 
 
+def ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``, NaN where the denominator is zero (a rate with no events).
+
+    >>> ratio(3, 4), ratio(0, 0)
+    (0.75, nan)
+    """
+    return numerator / denominator if denominator else float("nan")
+
+
 def confusion(y_true, y_pred) -> dict[str, int]:
     """Counts ``tp, fp, tn, fn`` of binary labels (1 = failure)."""
     t = np.asarray(y_true).astype(bool).ravel()
@@ -56,10 +65,6 @@ def rates(y_true, y_pred) -> dict[str, float]:
     (1.0, 0.333, 0.5)
     """
     c = confusion(y_true, y_pred)
-
-    def ratio(a: int, b: int) -> float:
-        return a / b if b else float("nan")
-
     ppv = ratio(c["tp"], c["tp"] + c["fp"])
     return {"tpr": ratio(c["tp"], c["tp"] + c["fn"]), "fpr": ratio(c["fp"], c["fp"] + c["tn"]),
             "tnr": ratio(c["tn"], c["fp"] + c["tn"]), "fnr": ratio(c["fn"], c["tp"] + c["fn"]),

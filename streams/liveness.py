@@ -586,7 +586,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
     querying: list[float] = []  # when the broker query running in the executor started (empty: none runs)
     group_checked = [-float("inf")]  # when the group's backlog was last probed
     group_every_s = max(settings.check_every_s, settings.stall_after_s / 4)
-    verdicts: list[str | None] = []  # this check's verdicts from queries that could not look (None: not yet a stall)
+    verdicts: list[str] = []  # this check's stall verdicts from queries that could not look
 
     def _run_then_release(fn: Any, *args: Any) -> Any:
         try:
@@ -600,13 +600,19 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             log.warning("%s cannot look (%s): a stall if that lasts %.0f s", query, why, 2 * settings.stall_after_s)
         return watch.observe_query(time.monotonic(), query, answered, why, cause)
 
+    def could_not_look(query: str, why: str) -> None:
+        """``query`` failed: its stall verdict, once it is one, joins this check's."""
+        verdict = looked(query, False, why)
+        if verdict is not None:
+            verdicts.append(verdict)
+
     async def broker_query(query: str, fn: Any, *args: Any) -> Any:
         """``fn(*args)`` in the executor, one at a time (kafka-python's consumer is not thread-safe); its
         answer, or ``None`` when it failed or another query runs (blind once that one ran past its timeout)."""
         if querying:
             running = time.monotonic() - querying[0]
             if running > QUERY_TIMEOUT_S:
-                verdicts.append(looked(query, False, f"a broker query has not returned for {running:.0f} s"))
+                could_not_look(query, f"a broker query has not returned for {running:.0f} s")
             return None
         querying.append(time.monotonic())
         try:
@@ -614,7 +620,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
                 None, _run_then_release, fn, *args)), timeout=QUERY_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 — an unreachable broker is the end-offset query's to report
             log.debug("%s failed: %r", query, exc)
-            verdicts.append(looked(query, False, repr(exc)))
+            could_not_look(query, repr(exc))
             return None
         looked(query, True)
         return result
@@ -672,7 +678,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         if verdict is None and committed is not None:  # no answer says nothing of the commits: their clock goes on
             verdict = watch.observe_commits(now, committed, {tp: app.consumer._read_offset.get(tp) for tp in tps})
         verdict = verdict or await group_verdict(now) or watch.observe_recovery(now, recovery_offsets())
-        return verdict or next((v for v in verdicts if v is not None), None)
+        return verdict or next(iter(verdicts), None)
 
     async def check_liveness() -> None:
         nonlocal reported

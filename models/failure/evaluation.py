@@ -2,15 +2,17 @@
 
 ``report_row`` turns one predictor's decisions on labelled events into the columns
 of Tab. 4.1 (tpr, ppv, fpr, UC(1024)) plus the node counts where UC crosses 5 %,
-30 % and 50 % (Fig. 4.12); ``pool_rows`` adds several test histories' rows into one.  ``ensemble_rows`` produces the ensemble's rows:
-unanimous voting over 1, 2, 4 and 6 networks, the LSTM vote and a single network.
+30 % and 50 % (Fig. 4.12); ``pool_rows`` adds several test histories' rows into one.
+``ensemble_rows`` produces the ensemble's rows: unanimous voting over 1, 2, 4 and 6
+networks, the LSTM vote and a single network.
 ``online_scan`` runs a predictor the way the node agent does — every node, every
 15 s step (or every ``stride`` steps), through the predictor's own ``predict`` on the
 node's history — and ``online_summary`` scores its warnings as an operator sees them.
 ``online_vote_scan`` records the online vote itself (``FailureEnsemble.online_vote``) on
 the same histories, so ``online_curve`` gives the warnings of every vote threshold from
 one pass (the operating curve: failures warned against false-alarm episodes per 100
-node-days) and ``threshold_for_false_alarms`` picks the threshold for a budget.
+node-days; ``pool_curves`` and ``pool_summaries`` add several histories') and
+``threshold_for_false_alarms`` picks the threshold for a budget.
 ``tpr_at_fpr`` gives what a score reaches with its threshold put at one false-positive
 rate of the data at hand, and ``check_targets`` compares a report with the prediction
 targets (``PREDICTION_TARGETS``).
@@ -29,7 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hpcguard.models.features import WINDOW_STEPS
-from hpcguard.models.metrics import uc_crossing, uc_probability
+from hpcguard.models.metrics import ratio, uc_crossing, uc_probability
 from hpcguard.models.warning_eval import score_warnings
 
 UC_LEVELS: tuple[float, ...] = (0.05, 0.30, 0.50)
@@ -56,9 +58,6 @@ def row_from_counts(name: str, tp: int, fp: int, failures: int, ok: int, p_ok: f
     >>> r["tpr"], r["fpr"], r["ppv"]
     (0.75, 0.0001, 0.75)
     """
-    def ratio(a: int, b: int) -> float:
-        return a / b if b else float("nan")
-
     fpr = ratio(fp, ok)
     row: dict[str, Any] = {"name": name, "tpr": ratio(tp, failures), "ppv": ratio(tp, tp + fp), "fpr": fpr,
                            "uc_1024": float(uc_probability(fpr, 1024, p_ok)) if fpr == fpr else float("nan"),
@@ -78,8 +77,8 @@ def pool_rows(histories: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]
     >>> b = [{"name": "lstm-vote", "tp": 1, "fp": 1, "failures": 4, "ok": 5000,
     ...       "tp_precursor": 1, "precursor_failures": 2}]
     >>> r = pool_rows([a, b])[0]
-    >>> r["tpr"], r["fpr"], r["tpr_precursor"], r["histories"]
-    (0.5, 0.0001, 0.8, 2)
+    >>> r["tpr"], r["fpr"], r["tpr_precursor"], r["tp_precursor"]
+    (0.5, 0.0001, 0.8, 4)
     """
     by_name = [{r["name"]: r for r in rows} for rows in histories]
     pooled = []
@@ -91,9 +90,8 @@ def pool_rows(histories: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]
         if all("tp_precursor" in p for p in parts):
             row["tp_precursor"] = sum(int(p["tp_precursor"]) for p in parts)
             row["precursor_failures"] = sum(int(p["precursor_failures"]) for p in parts)
-            row["tpr_precursor"] = (row["tp_precursor"] / row["precursor_failures"] if row["precursor_failures"]
-                                    else float("nan"))
-        pooled.append({**row, "histories": len(parts)})
+            row["tpr_precursor"] = ratio(row["tp_precursor"], row["precursor_failures"])
+        pooled.append(row)
     return pooled
 
 
@@ -249,7 +247,7 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
             "precursor_failures": int(pre.sum()), "precursor_warned_2min": int(early[pre].sum()),
             "precursor_warned_2min_share": float(early[pre].mean()) if pre.any() else float("nan"),
             "false_alarm_episodes": scores["false_alarms"], "node_days": node_days,
-            "false_alarms_per_100_node_days": 100.0 * scores["false_alarms"] / node_days if node_days else float("nan"),
+            "false_alarms_per_100_node_days": ratio(100.0 * scores["false_alarms"], node_days),
             "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan")}
 
 
@@ -305,9 +303,27 @@ def online_curve(vote_scan: dict[str, np.ndarray], thresholds: Sequence[float], 
     return curve
 
 
+def pool_summaries(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several histories' online summaries (or curve points) as one: the counts of
+    :data:`CURVE_COUNTS` and the node-days added, shares and rates recomputed (the median lead is
+    left out: it does not add).
+
+    >>> a = {"healthy_evaluations": 100, "false_positive_evaluations": 1, "failures": 4, "warned_2min": 2,
+    ...      "precursor_failures": 2, "precursor_warned_2min": 1, "false_alarm_episodes": 1, "node_days": 50.0}
+    >>> p = pool_summaries([a, a])
+    >>> p["false_alarms_per_100_node_days"], p["warned_2min_share"], p["failures"]
+    (2.0, 0.5, 8)
+    """
+    c = {k: sum(s[k] for s in summaries) for k in CURVE_COUNTS}
+    return {"fpr_per_step": c["false_positive_evaluations"] / max(c["healthy_evaluations"], 1),
+            "warned_2min_share": ratio(c["warned_2min"], c["failures"]),
+            "precursor_warned_2min_share": ratio(c["precursor_warned_2min"], c["precursor_failures"]),
+            "false_alarms_per_100_node_days": ratio(100.0 * c["false_alarm_episodes"], c["node_days"]), **c}
+
+
 def pool_curves(curves: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Several histories' :func:`online_curve` at the same thresholds as one curve: counts and
-    node-days added, shares and rates recomputed (the median lead is left out: it does not add).
+    """Several histories' :func:`online_curve` at the same thresholds as one curve: each threshold's
+    points pooled by :func:`pool_summaries`.
 
     >>> a = [{"threshold": 0.9, "healthy_evaluations": 100, "false_positive_evaluations": 1, "failures": 4,
     ...       "warned_2min": 2, "precursor_failures": 2, "precursor_warned_2min": 1, "false_alarm_episodes": 1,
@@ -319,14 +335,7 @@ def pool_curves(curves: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     for points in zip(*curves, strict=True):
         if len({p["threshold"] for p in points}) != 1:
             raise ValueError("curves must share their thresholds")
-        c = {k: sum(p[k] for p in points) for k in CURVE_COUNTS}
-        pooled.append({"threshold": points[0]["threshold"],
-                       "fpr_per_step": c["false_positive_evaluations"] / max(c["healthy_evaluations"], 1),
-                       "warned_2min_share": c["warned_2min"] / c["failures"] if c["failures"] else float("nan"),
-                       "precursor_warned_2min_share": (c["precursor_warned_2min"] / c["precursor_failures"]
-                                                       if c["precursor_failures"] else float("nan")),
-                       "false_alarms_per_100_node_days": (100.0 * c["false_alarm_episodes"] / c["node_days"]
-                                                          if c["node_days"] else float("nan")), **c})
+        pooled.append({"threshold": points[0]["threshold"], **pool_summaries(points)})
     return pooled
 
 
