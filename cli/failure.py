@@ -221,7 +221,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                  calibration_ok: int = 20000, target_fpr: Optional[float] = None, mc_splits: int = 3,
                  persistence: int = 1, allow_missing: tuple[str, ...] = (), hard_negatives: bool = True,
                  progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0,
-                 prior: tuple[tuple[Path, Recorded], ...] = ()):
+                 prior: tuple[tuple[Path, Recorded], ...] = (), lead_shift: bool = True):
     """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
 
     ``prior``: simulated ``(file, history)`` pairs trained on beside the site's own ``data`` (see
@@ -301,7 +301,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     try:
         ensemble, report = train_ensemble(events, seed=seed, calibration=calibration, mc_splits=mc_splits,
                                           target_fpr=target_fpr, rated=rated, features=fs.name,
-                                          persistence=persistence,
+                                          persistence=persistence, lead_shift=lead_shift,
                                           encoder=encoder,
                                           augment=Events.concat(augment) if augment else None,
                                           progress=lambda m: note(f"training {m}"))
@@ -314,6 +314,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     # every option that changes the weights or the threshold, recorded in the manifest and digested
     # into the version: two different models never share one
     options = {"features": fs.name, "history_steps": ensemble.history_steps, "persistence": persistence,
+               "lead_shift": lead_shift,
                "positive_shifts": positive_shifts, "seed": seed, "ok_ratio": ok_ratio,
                "calibration_ok": calibration_ok, "target_fpr": target_fpr, "mc_splits": mc_splits,
                "train_on_look_alikes": hard_negatives, "allow_missing": sorted(allow_missing)}
@@ -403,6 +404,10 @@ def train_failure(
     mc_splits: int = typer.Option(3, "--mc-splits", min=1, help="Monte-Carlo cross-validation splits per network."),
     persistence: int = typer.Option(1, "--persistence", min=1, help="Online: warn only when the vote fires on "
                                     "this many consecutive 15 s steps (computed from the node's own history)."),
+    lead_shift: bool = typer.Option(True, "--lead-shift/--no-lead-shift", help="Online: each network reads the "
+                                    "window ending its lead minus 2 min before now (seed 000 Fig. 4.4's rotating "
+                                    "sequence; the inputs the voter is trained and thresholded on); "
+                                    "--no-lead-shift: all six read the latest window."),
     allow_missing: Optional[List[str]] = typer.Option(None, "--allow-missing", help="Canonical sensor the site "
                                                       "does not have; train without it instead of refusing."),
     hard_negatives: bool = typer.Option(True, "--hard-negatives/--no-hard-negatives",
@@ -437,7 +442,7 @@ def train_failure(
         ensemble, report, meta, coverage = _train_model(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
-            positive_shifts=positive_shifts, prior=prior)
+            positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift)
         meta["simulated_prior"] = ({"profile": prior_profile, "histories": simulated_prior, "nodes": PRIOR_NODES,
                                     "hours": PRIOR_HOURS, "mtbf_hours": PRIOR_MTBF_HOURS} if prior else None)
         site_map = sensor_map or Settings.load().worker.sensor_map
@@ -532,7 +537,7 @@ def train_threshold(
             if not len(rec.failure_times):
                 typer.secho(f"note: {d} has no failure: it counts for the false alarms only", err=True,
                             fg=typer.colors.YELLOW)
-            votes = online_vote_scan(ensemble.online_vote, rec.values, rec.t0, ensemble.grid_s,
+            votes = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s,
                                      ensemble.history_steps, stride=stride)
             healthy = healthy_mask(rec.values.shape[0], rec.values.shape[1], rec.t0, ensemble.grid_s,
                                    rec.failure_nodes, rec.failure_times)
@@ -765,7 +770,7 @@ def _online_curve(ensemble, rec: Recorded, healthy, precursor, stride: int) -> d
     votes, the model's own threshold among them) and its point at the false-alarm target, set with hindsight."""
     from hpcguard.models.failure.evaluation import PREDICTION_TARGETS, online_vote_scan, threshold_for_false_alarms
 
-    votes = online_vote_scan(ensemble.online_vote, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps,
+    votes = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps,
                              stride=stride)
     curve = _operating_curve(ensemble, [(rec, votes, healthy, precursor)], points=24)
     budget = PREDICTION_TARGETS["online_false_alarms_per_100_node_days"]

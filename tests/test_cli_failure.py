@@ -81,7 +81,8 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert summary["hard_negatives"] == 0 and "--simulated-prior" in summary["notes"][0]
     manifest = json.loads((model / "manifest.json").read_text())
     assert manifest["leads_minutes"] == [2, 3, 4, 5, 6, 7] and manifest["window_steps"] == 16
-    assert manifest["features"] == "paper" and manifest["history_steps"] == 16
+    # the 4-minute window, and 5 minutes more: the 7-minute network reads the window 5 minutes before now
+    assert manifest["features"] == "paper" and manifest["lead_shift"] and manifest["history_steps"] == 16 + 20
     meta = manifest["metadata"]
     assert len(meta["training_data_sha256"]) == 64 and len(manifest["sensors"]) == 10
     assert len(meta["sensor_map_sha256"]) == 64 and set(meta["coverage"]) == set(manifest["sensors"])
@@ -237,7 +238,7 @@ def test_site_features_train_and_evaluate_through_the_streaming_predictor(record
                             "--features", "site", "--persistence", "2", "--mc-splits", "1",
                             "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["history_steps"] == 176 + 1
+    assert json.loads(r.stdout)["history_steps"] == 176 + 1 + 20        # history, persistence, lead shift
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
                             "--max-ok", "2000", "--scan-stride", "2", "--json"])
     assert r.exit_code == 0, r.output
@@ -253,7 +254,7 @@ def _train_and_evaluate_learned(recorded, features: str):
                             "--features", features, "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
-    assert summary["features"] == features and summary["history_steps"] == 96
+    assert summary["features"] == features and summary["history_steps"] == 96 + 20
     assert summary["version"].startswith(f"failure-ensemble-{features}-")
     # fitted on the networks' (earlier) period only: the voter's failures are new to it
     assert 0.5 * summary["failures"] < summary["encoder"]["failures"] < summary["failures"]

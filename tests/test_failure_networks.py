@@ -84,3 +84,40 @@ def test_reported_lead_is_the_smallest_lead_whose_network_fired():
     out = ens.predict_batch(np.zeros((2, 70)))
     assert out.warn.all()
     assert out.lead_minutes.tolist() == [4.0, 4.0]
+
+
+@pytest.mark.parametrize("features", ["paper", "robust"])
+def test_lead_shifted_online_vote_is_the_event_vote_two_minutes_later(features):
+    """With ``lead_shift`` the online inputs are those the voter was trained and thresholded on:
+    the history ending at step ``e`` gives each network exactly the window an event at ``e + 8``
+    (2 minutes later) gives it — not the same latest window for all six."""
+    from hpcguard.models.failure.dataset import event_features
+    from hpcguard.models.failure.voting import LstmVoter
+    from hpcguard.models.features import feature_set
+
+    fs = feature_set(features)
+    width = len(fs.feature_names)
+    torch.manual_seed(4)
+    nets = [LeadNetwork(lead, n_inputs=width) for lead in LEAD_MINUTES]
+    stats = (np.zeros(width), np.zeros(width), np.ones(width))
+    shifted = FailureEnsemble(nets, LstmVoter(), *stats, features=features, lead_shift=True)
+    assert shifted.shift_steps == (0, 4, 8, 12, 16, 20)
+    assert shifted.history_steps == fs.history_steps + 20
+    values = np.random.default_rng(3).normal(size=(3, 400, 10))
+    ends = np.array([shifted.history_steps, 250, 400])                 # exclusive end steps of histories
+    histories = np.stack([values[1, e - shifted.history_steps:e] for e in ends])
+    online = shifted.predict_windows(histories)
+    offline = shifted.predict_batch(event_features(values, np.full(ends.size, 1), ends + 8, 15.0, LEAD_MINUTES, fs))
+    assert np.array_equal(online.network_probabilities, offline.network_probabilities)
+    assert np.array_equal(online.vote_probability, offline.vote_probability)
+    assert np.array_equal(shifted.online_vote(histories), offline.vote_probability)
+    # without the shift every network reads the latest history: another input, another vote
+    same = FailureEnsemble(nets, shifted.voter, *stats, features=features)
+    latest = same.predict_windows(histories[:, 20:])
+    assert np.array_equal(latest.network_probabilities[:, 0], online.network_probabilities[:, 0])  # the 2-min net
+    assert not np.array_equal(latest.network_probabilities[:, 1:], online.network_probabilities[:, 1:])
+    # the shift travels with the model; a model saved without it (trained before it) reads the latest history
+    assert FailureEnsemble.from_state(shifted.to_state()).history_steps == shifted.history_steps
+    old = shifted.to_state()
+    del old["config"]["lead_shift"]
+    assert FailureEnsemble.from_state(old).history_steps == fs.history_steps

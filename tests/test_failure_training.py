@@ -127,20 +127,22 @@ def test_online_scan_warns_before_failures(trained):
     assert np.array_equal(sparse["warn"], scan["warn"][:, ::4])
 
 
-@pytest.mark.parametrize("persistence", [1, 3])
-def test_the_online_vote_at_the_threshold_is_the_workers_warning(trained, persistence):
-    """One pass of the online vote gives the warnings of any threshold; at the model's, the worker's."""
+@pytest.mark.parametrize("persistence,lead_shift", [(1, False), (3, False), (1, True), (3, True)])
+def test_the_online_vote_at_the_threshold_is_the_workers_warning(trained, persistence, lead_shift):
+    """One pass of the online vote gives the warnings of any threshold; at the model's, the worker's
+    (the scan's series_votes compute each window's features once; the worker's call, per history)."""
     ens, _ = trained
     v, fn, ft = synthetic_grid(seed=12, nodes=3)
     v[1, 400:403] = np.nan                                    # node 1 down for three steps
-    saved = ens.persistence
-    ens.persistence = persistence
+    saved = ens.persistence, ens.lead_shift
+    ens.persistence, ens.lead_shift = persistence, lead_shift
     try:
         predictor = EnsemblePredictor(ens, "t", {})
         warned = online_scan(predictor.predict, v, T0, GRID, predictor.history_steps, stride=2)
-        votes = online_vote_scan(ens.online_vote, v, T0, GRID, ens.history_steps, stride=2)
+        votes = online_vote_scan(ens.series_votes, v, T0, GRID, ens.history_steps, stride=2)
     finally:
-        ens.persistence = saved
+        ens.persistence, ens.lead_shift = saved
+    assert warned["warn"].any()                               # the comparison below is not of empty scans
     assert np.array_equal(warnings_at(votes, ens.threshold)["warn"], warned["warn"])
     assert np.array_equal(warnings_at(votes, ens.threshold)["time"], warned["time"])
     ends = history_ends(v.shape[1], predictor.history_steps, 2)

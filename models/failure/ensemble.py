@@ -10,10 +10,13 @@ Vote order follows seed 000 Fig. 4.4: the sequence starts with the 7-minute netw
 and ends with the 2-minute one, so ``unanimous_vote`` over the first ``n`` networks
 of ``sequence`` uses the longest leads first.
 
-Online use: at time ``t`` a node agent has only the latest 4-minute window; every
-network sees that same window (``features (N, 70)``).  Each network was trained on
-windows ending its lead before a failure, so a network firing says "this looks like
-``lead`` minutes before a failure".  The reported lead of a warning is the *smallest*
+Online use (:meth:`FailureEnsemble.predict_windows`) reads a node's own history.  With
+``lead_shift`` (seed 000 Fig. 4.4: the classification sequence rotates the sensor data
+from the 7-minute network to the 2-minute one) network ``i`` sees the window ending
+``lead_i − min(leads)`` minutes before the newest step, so the vote at ``t`` is the vote
+of an event at ``t + min(leads)``, the input the voter was trained and thresholded on;
+without it (models trained before ``lead_shift`` existed) every network sees the same
+latest window (``features (N, 70)``).  The reported lead of a warning is the *smallest*
 lead among the networks that fired (the most conservative deadline; 2 min when none
 fired on its own but the LSTM vote did).  For the paper's evaluation protocol, pass
 per-lead features ``(N, 6, 70)``: network ``i`` sees the window ending lead ``i``
@@ -84,6 +87,10 @@ class FailureEnsemble:
         Online only (:meth:`predict_windows`): warn when the vote fires on each of the
         last ``persistence`` steps' histories — still a function of the node's own
         history, so ``history_steps`` grows by ``persistence − 1``.
+    lead_shift
+        Online only: network ``i`` reads the history ending ``lead_i − min(leads)`` minutes
+        before the newest step (Fig. 4.4's rotating sequence), so ``history_steps`` grows by
+        ``shift_steps``; False: every network reads the latest history.
     """
 
     def __init__(self, nets: list[LeadNetwork], voter: LstmVoter, medians: np.ndarray, mean: np.ndarray,
@@ -91,7 +98,7 @@ class FailureEnsemble:
                  net_threshold: float = 0.5, grid_s: float = 15.0, window_steps: int = WINDOW_STEPS,
                  sensors: tuple[str, ...] = CANONICAL_SENSORS, version: str = "untrained",
                  info: dict[str, Any] | None = None, features: str = "paper", persistence: int = 1,
-                 encoder: SequenceEncoder | BoostedTrees | None = None):
+                 encoder: SequenceEncoder | BoostedTrees | None = None, lead_shift: bool = False):
         if vote not in ("lstm", "unanimous"):
             raise ValueError(f"vote must be 'lstm' or 'unanimous', got {vote!r}")
         self.nets = nets
@@ -119,11 +126,20 @@ class FailureEnsemble:
         if persistence < 1:
             raise ValueError(f"persistence must be >= 1, got {persistence}")
         self.persistence = int(persistence)
+        self.lead_shift = bool(lead_shift)
+
+    @property
+    def shift_steps(self) -> tuple[int, ...]:
+        """Per network (lead order): grid steps between the newest step and the end of the
+        history it reads online (all 0 without ``lead_shift``)."""
+        shortest = min(self.leads, default=0)
+        return tuple(int(round((lead - shortest) * 60.0 / self.grid_s)) if self.lead_shift else 0
+                     for lead in self.leads)
 
     @property
     def history_steps(self) -> int:
         """Grid steps of a node's own history one online prediction needs."""
-        return self.feature_set.history_steps + self.persistence - 1
+        return self.feature_set.history_steps + self.persistence - 1 + max(self.shift_steps, default=0)
 
     @property
     def vote_name(self) -> str:
@@ -182,7 +198,7 @@ class FailureEnsemble:
         w = np.asarray(windows, dtype=float)
         if w.ndim != 3 or w.shape[1] != self.history_steps:
             raise ValueError(f"windows must be (N, {self.history_steps}, {len(self.sensors)}), got shape {w.shape}")
-        out = self.predict_batch(self.feature_set(self._history(w, 0)))
+        out = self.predict_batch(self._features(w, 0))
         if self.vote == "lstm":
             warn = self._lowest_vote(w, out.vote_probability, floor=self.threshold) >= self.threshold
         else:
@@ -190,7 +206,7 @@ class FailureEnsemble:
             for back in range(1, self.persistence):   # earlier histories, latest first
                 if not warn.any():
                     break
-                warn = warn & self.predict_batch(self.feature_set(self._history(w, back))).warn
+                warn = warn & self.predict_batch(self._features(w, back)).warn
         return out._replace(warn=warn & ~_node_down(w))
 
     def online_vote(self, windows: np.ndarray) -> np.ndarray:
@@ -213,13 +229,56 @@ class FailureEnsemble:
         w = np.asarray(windows, dtype=float)
         if w.ndim != 3 or w.shape[1] != self.history_steps:
             raise ValueError(f"windows must be (N, {self.history_steps}, {len(self.sensors)}), got shape {w.shape}")
-        latest = self.vote_probabilities(self.network_probabilities(self.feature_set(self._history(w, 0))))
+        latest = self.vote_probabilities(self.network_probabilities(self._features(w, 0)))
         return np.where(_node_down(w), np.nan, self._lowest_vote(w, latest))
+
+    def series_votes(self, series: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """:meth:`online_vote` of the histories of one node's ``(steps, S)`` series that end
+        (exclusive) at ``ends``, each window's features computed once however many networks
+        and persistence steps read it: the offline scan's way to the worker's numbers.
+
+        >>> import numpy as np
+        >>> ens = FailureEnsemble.untrained(seed=0)
+        >>> ens.persistence, ens.lead_shift = 2, True
+        >>> x = np.random.default_rng(1).normal(size=(80, 10))
+        >>> ends = np.arange(ens.history_steps, 81)
+        >>> each = ens.online_vote(np.stack([x[e - ens.history_steps:e] for e in ends]))
+        >>> bool(np.array_equal(ens.series_votes(x, ends), each))
+        True
+        """
+        x = np.asarray(series, dtype=float)
+        e = np.asarray(ends, int)
+        if x.ndim != 2 or x.shape[1] != len(self.sensors):
+            raise ValueError(f"series must be (steps, {len(self.sensors)}), got shape {x.shape}")
+        if e.size and (e.min() < self.history_steps or e.max() > x.shape[0]):
+            raise ValueError(f"history ends must lie in [{self.history_steps}, {x.shape[0]}]")
+        h = self.feature_set.history_steps
+        shifts = np.asarray(self.shift_steps)
+        # every window a network reads for some end and persistence step, once: window ends (exclusive)
+        read = e[:, None, None] - np.arange(self.persistence)[None, :, None] - shifts[None, None, :]
+        unique, where = np.unique(read, return_inverse=True)
+        windows = np.lib.stride_tricks.sliding_window_view(x, h, axis=0)[unique - h].transpose(0, 2, 1)
+        probs = self.network_probabilities(self.feature_set(windows))                  # (windows, networks)
+        per = probs[where.reshape(read.shape), np.arange(shifts.size)]                 # (ends, persistence, networks)
+        votes = self.vote_probabilities(per.reshape(-1, shifts.size)).reshape(e.size, self.persistence).min(axis=1)
+        # a history holding a step with no sensor never warns (as in predict_windows)
+        dead = np.concatenate([[0], np.cumsum(np.isnan(x).all(axis=1))])
+        return np.where(dead[e] - dead[e - self.history_steps] > 0, np.nan, votes)
 
     def _history(self, w: np.ndarray, back: int) -> np.ndarray:
         """The feature set's history ending ``back`` steps before the newest step."""
         end = w.shape[1] - back
         return w[:, end - self.feature_set.history_steps:end]
+
+    def _features(self, w: np.ndarray, back: int) -> np.ndarray:
+        """The networks' inputs for the histories ending ``back`` steps before the newest step:
+        ``(N, F)`` when every network reads the same history, else ``(N, networks, F)`` with
+        network ``i`` reading the one ``shift_steps[i]`` steps earlier (one feature-set call)."""
+        shifts = self.shift_steps
+        if not any(shifts):
+            return self.feature_set(self._history(w, back))
+        stacked = np.concatenate([self._history(w, back + s) for s in shifts])   # network-major rows
+        return self.feature_set(stacked).reshape(len(shifts), w.shape[0], -1).transpose(1, 0, 2)
 
     def _lowest_vote(self, w: np.ndarray, latest: np.ndarray, floor: float | None = None) -> np.ndarray:
         """Lowest LSTM vote of the last ``persistence`` histories.  With ``floor``, earlier
@@ -229,7 +288,7 @@ class FailureEnsemble:
         for back in range(1, self.persistence):   # earlier histories, latest first
             if floor is not None and not (low >= floor).any():
                 break
-            earlier = self.vote_probabilities(self.network_probabilities(self.feature_set(self._history(w, back))))
+            earlier = self.vote_probabilities(self.network_probabilities(self._features(w, back)))
             low = np.minimum(low, earlier)
         return low
 
@@ -241,7 +300,8 @@ class FailureEnsemble:
             "leads_minutes": list(self.leads), "sequence": list(self.sequence),
             "grid_s": self.grid_s, "window_steps": self.window_steps,
             "features": self.feature_set.name, "history_steps": self.history_steps,
-            "persistence": self.persistence, "feature_names": list(self.feature_set.feature_names),
+            "persistence": self.persistence, "lead_shift": self.lead_shift,
+            "feature_names": list(self.feature_set.feature_names),
             "window_s": self.grid_s * self.window_steps, "sensors": list(self.sensors),
             "statistics": list(self.feature_set.statistics), "vote": self.vote, "n_unanimous": self.n_unanimous,
             "net_threshold": self.net_threshold, "lstm_threshold": self.threshold,
@@ -286,6 +346,6 @@ class FailureEnsemble:
                        grid_s=config["grid_s"], window_steps=config["window_steps"],
                        sensors=tuple(config["sensors"]), version=config["version"], info=config.get("info"),
                        features=config.get("features", "paper"), persistence=config.get("persistence", 1),
-                       encoder=encoder)
+                       encoder=encoder, lead_shift=config.get("lead_shift", False))
         except (KeyError, TypeError, RuntimeError) as exc:
             raise ValueError(f"invalid failure-ensemble state: {exc}") from exc

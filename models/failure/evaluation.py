@@ -8,8 +8,8 @@ networks, the LSTM vote and a single network.
 ``online_scan`` runs a predictor the way the node agent does — every node, every
 15 s step (or every ``stride`` steps), through the predictor's own ``predict`` on the
 node's history — and ``online_summary`` scores its warnings as an operator sees them.
-``online_vote_scan`` records the online vote itself (``FailureEnsemble.online_vote``) on
-the same histories, so ``online_curve`` gives the warnings of every vote threshold from
+``online_vote_scan`` records the online vote itself (``FailureEnsemble.series_votes``, equal
+to ``online_vote``) on the same histories, so ``online_curve`` gives the warnings of every vote threshold from
 one pass (the operating curve: failures warned against false-alarm episodes per 100
 node-days; ``pool_curves`` and ``pool_summaries`` add several histories') and
 ``threshold_for_false_alarms`` picks the threshold for a budget.
@@ -158,10 +158,16 @@ def _histories(values: np.ndarray, history_steps: int, stride: int, chunk: int):
     ends = history_ends(v.shape[1], history_steps, stride)
     for n in range(v.shape[0]):                                   # one node at a time keeps memory bounded
         views = np.lib.stride_tricks.sliding_window_view(v[n], history_steps, axis=0)   # (W, S, T)
-        alive = np.flatnonzero(~np.isnan(views[ends - history_steps, :, -WINDOW_STEPS:]).all(axis=(1, 2)))
+        alive = _evaluated(v[n], ends)
         for a in range(0, alive.size, chunk):
             idx = alive[a:a + chunk]
             yield n, idx, views[ends[idx] - history_steps].transpose(0, 2, 1)
+
+
+def _evaluated(series: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Indices of the ``ends`` (exclusive) whose last 4 minutes of ``series (steps, S)`` hold a sample."""
+    seen = np.concatenate([[0], np.cumsum((~np.isnan(series)).any(axis=1))])
+    return np.flatnonzero(seen[ends] - seen[ends - WINDOW_STEPS] > 0)
 
 
 def history_ends(n_steps: int, history_steps: int, stride: int = 1) -> np.ndarray:
@@ -196,16 +202,19 @@ def warnings_scan(warn: np.ndarray, window_end_time: np.ndarray) -> dict[str, np
     return {"warn": warn, "window_end_time": window_end_time, "node": node_idx, "time": window_end_time[k]}
 
 
-def online_vote_scan(vote: Callable[[np.ndarray], np.ndarray], values: np.ndarray, t0: float, grid_s: float,
-                     history_steps: int, stride: int = 1, chunk: int = 4096) -> dict[str, np.ndarray]:
-    """The online vote (``FailureEnsemble.online_vote``) on every history :func:`online_scan`
-    evaluates: ``vote (nodes, evaluated ends)``, NaN where none is evaluated, and
-    ``window_end_time``.  :func:`warnings_at` turns it into the scan a threshold gives."""
+def online_vote_scan(series_votes: Callable[[np.ndarray, np.ndarray], np.ndarray], values: np.ndarray, t0: float,
+                     grid_s: float, history_steps: int, stride: int = 1, chunk: int = 4096) -> dict[str, np.ndarray]:
+    """The online vote on every history :func:`online_scan` evaluates: ``vote (nodes, evaluated
+    ends)``, NaN where none is evaluated, and ``window_end_time``.  ``series_votes(series, ends)``
+    is ``FailureEnsemble.series_votes`` (the vote of one node's histories ending at ``ends``,
+    equal to ``online_vote`` on each).  :func:`warnings_at` turns it into the scan a threshold gives."""
     v = np.asarray(values, dtype=float)
     ends = history_ends(v.shape[1], history_steps, stride)
     out = np.full((v.shape[0], ends.size), np.nan)
-    for n, idx, windows in _histories(v, history_steps, stride, chunk):
-        out[n, idx] = vote(windows)
+    for n in range(v.shape[0]):
+        idx = _evaluated(v[n], ends)
+        for a in range(0, idx.size, chunk):
+            out[n, idx[a:a + chunk]] = series_votes(v[n], ends[idx[a:a + chunk]])
     return {"vote": out, "window_end_time": t0 + ends * grid_s}
 
 

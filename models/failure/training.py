@@ -187,8 +187,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     count that period twice), else every ok event.  ``rated`` (bool over ``events``, default all)
     leaves events out of that rate: False for a borrowed (simulated) history, which the networks
     and the voter learn from but whose healthy tail is not the site's.
-    ``info`` may carry ``grid_s``, ``window_steps``, ``features``, ``persistence`` and
-    ``encoder`` (the fitted encoder of the ``conv`` feature set) for the ensemble.
+    ``info`` may carry ``grid_s``, ``window_steps``, ``features``, ``persistence``, ``lead_shift``
+    and ``encoder`` (the fitted front-end of a learned feature set) for the ensemble.
     """
     torch.set_num_threads(1)
     y = np.asarray(events.labels).astype(np.int64)
@@ -202,7 +202,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     if y[net_idx].sum() < 2 or y[vote_idx].sum() < 2:
         raise ValueError(f"too few failures to split: {int(y[net_idx].sum())} for the networks, "
                          f"{int(y[vote_idx].sum())} for the voter")
-    options = {k: v for k, v in info.items() if k in ("grid_s", "window_steps", "features", "persistence", "encoder")}
+    options = {k: v for k, v in info.items()
+               if k in ("grid_s", "window_steps", "features", "persistence", "lead_shift", "encoder")}
     train_feats, train_y = events.features[net_idx], y[net_idx]
     if augment is not None and len(augment.labels):
         keep = np.flatnonzero(augment.times < events.times[vote_idx].min()) if split == "time" \
