@@ -669,8 +669,8 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
 
     from hpcguard.models.failure.dataset import build_events, healthy_mask
     from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, caught_by_family, check_targets,
-                                                    look_alike_at, online_scan, online_summary, report_row,
-                                                    tpr_at_fpr)
+                                                    look_alike_at, online_scan, online_summary,
+                                                    online_vote_scan, report_row, tpr_at_fpr, warnings_at)
     from hpcguard.streams.predictors import EnsemblePredictor
 
     note = note or (lambda m: None)
@@ -735,17 +735,25 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
                                                              sorted(zip(kinds, counts), key=lambda kc: -kc[1])}
     if online:
         note("online scan (every node, every step)" if stride == 1 else f"online scan (every {stride} steps)")
-        predictor = EnsemblePredictor(ensemble, ensemble.version, manifest)
-        scan = online_scan(predictor.predict, rec.values, rec.t0, ensemble.grid_s, predictor.history_steps,
-                           stride=stride, nodes=rec.nodes)
+        votes = None
+        if ensemble.vote == "lstm":
+            # the online vote in one pass (each window's features once); at the model's threshold its
+            # warnings are the worker's predictor's (tests/test_failure_training.py), at others the curve
+            votes = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s,
+                                     ensemble.history_steps, stride=stride)
+            scan = warnings_at(votes, ensemble.threshold)
+        else:
+            predictor = EnsemblePredictor(ensemble, ensemble.version, manifest)
+            scan = online_scan(predictor.predict, rec.values, rec.t0, ensemble.grid_s, predictor.history_steps,
+                               stride=stride, nodes=rec.nodes)
         healthy = healthy_mask(rec.values.shape[0], rec.values.shape[1], rec.t0, ensemble.grid_s,
                                rec.failure_nodes, rec.failure_times)
         result["online"] = online_summary(scan, rec.failure_nodes, rec.failure_times, healthy, rec.t0,
                                           ensemble.grid_s, precursor=pre_all, family=family_all)
         result["online"]["stride_steps"] = stride
-        if ensemble.vote == "lstm":
+        if votes is not None:
             note("online operating curve")
-            result.update(_online_curve(ensemble, rec, healthy, pre_all, stride))
+            result.update(_online_curve(ensemble, rec, healthy, pre_all, votes))
     result["targets"] = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), result.get("online"))
     return result
 
@@ -765,13 +773,11 @@ def _operating_curve(ensemble, scans: list, points: int) -> list[dict]:
     return curves[0] if len(curves) == 1 else pool_curves(curves)
 
 
-def _online_curve(ensemble, rec: Recorded, healthy, precursor, stride: int) -> dict:
+def _online_curve(ensemble, rec: Recorded, healthy, precursor, votes: dict) -> dict:
     """The online operating curve on this data (the vote threshold swept over the healthy evaluations'
-    votes, the model's own threshold among them) and its point at the false-alarm target, set with hindsight."""
-    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS, online_vote_scan, threshold_for_false_alarms
+    ``votes``, the model's own threshold among them) and its point at the false-alarm target, set with hindsight."""
+    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS, threshold_for_false_alarms
 
-    votes = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps,
-                             stride=stride)
     curve = _operating_curve(ensemble, [(rec, votes, healthy, precursor)], points=24)
     budget = PREDICTION_TARGETS["online_false_alarms_per_100_node_days"]
     return {"online_curve": curve, "online_at_false_alarm_target": threshold_for_false_alarms(curve, budget)}
@@ -930,7 +936,7 @@ def _markdown(result: dict) -> str:
     lines += _rows_table(result["rows"])
     if "online" in result:
         o = result["online"]
-        lines += ["", _online_sentence(f"Online (the worker's predictor on every node's history, every "
+        lines += ["", _online_sentence(f"Online (the worker's decision on every node's history, every "
                                        f"{o['stride_steps']} step(s))", o)
                   + f", median lead {o['median_lead_minutes']:.1f} min"]
     if "online_curve" in result:
@@ -1212,7 +1218,7 @@ def _cross_markdown(result: dict) -> str:
                          f"{r['tpr_precursor']:.3f} | {r['fpr']:.2e} | {r['ppv']:.3f} | {r['uc_1024']:.3f} |")
     strided = ("" if result["scan_stride_steps"] == 1 else "; the worker judges every step, and a short false "
                "alarm can fall between these evaluations, so the false-alarm figures are lower bounds")
-    lines += ["", f"Online scan (the worker's predictor, every {result['scan_stride_steps']} step(s), persistence "
+    lines += ["", f"Online scan (the worker's decision, every {result['scan_stride_steps']} step(s), persistence "
               f"{result['persistence']}{strided}):", "",
               "| train → test | failures (precursor) | warned ≥ 2 min | precursor warned ≥ 2 min | false-alarm "
               "episodes / 100 node-days | median lead (min) | LSTM threshold: validation failures, tpr 95 % CI | "

@@ -8,6 +8,10 @@ import typer
 from typer.testing import CliRunner
 
 from hpcguard.connectors.coverage import coverage_of_grid
+from hpcguard.connectors.model_store import load_model
+from hpcguard.models.failure.dataset import healthy_mask
+from hpcguard.models.failure.evaluation import online_scan, online_summary
+from hpcguard.streams.predictors import EnsemblePredictor
 
 from hpcguard.models.metrics import uc_probability
 from hpcguard.cli import failure as cli_failure
@@ -150,7 +154,18 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert thresholds == sorted(thresholds) and len(curve) >= 3
     own = next(c for c in curve if c["threshold"] == manifest["lstm_threshold"])
     for key in ("precursor_warned_2min_share", "false_alarms_per_100_node_days", "fpr_per_step"):
-        assert own[key] == full["online"][key]             # the worker's predictor and the swept vote agree
+        assert own[key] == full["online"][key]
+    # the online row is the worker's decision: the worker's predictor call on every history warns alike
+    ens, saved = load_model(model)
+    test = cli_failure._load_recorded(str(recorded / "test"))
+    predictor = EnsemblePredictor(ens, ens.version, saved)
+    worker = online_summary(online_scan(predictor.predict, test.values, test.t0, ens.grid_s, predictor.history_steps,
+                                        nodes=test.nodes), test.failure_nodes, test.failure_times,
+                            healthy_mask(*test.values.shape[:2], test.t0, ens.grid_s, test.failure_nodes,
+                                         test.failure_times), test.t0, ens.grid_s, precursor=test.precursor)
+    for key in ("warned_2min", "precursor_warned_2min", "false_alarm_episodes", "false_positive_evaluations",
+                "healthy_evaluations", "median_lead_minutes"):
+        assert worker[key] == full["online"][key], key
     for lower, higher in zip(curve, curve[1:]):            # a higher threshold never warns more
         assert higher["warned_2min"] <= lower["warned_2min"] and higher["fpr_per_step"] <= lower["fpr_per_step"]
     at = full["online_at_false_alarm_target"]
