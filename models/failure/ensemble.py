@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from hpcguard.models.failure.dataset import WINDOW_STEPS, impute
+from hpcguard.models.failure.dataset import WINDOW_STEPS, impute, lead_offsets
 from hpcguard.models.failure.encoder import SequenceEncoder, encoder_feature_set
 from hpcguard.models.failure.networks import (N_INPUTS, LeadNetwork, make_networks,
                                               stacked_failure_probabilities)
@@ -132,9 +132,10 @@ class FailureEnsemble:
     def shift_steps(self) -> tuple[int, ...]:
         """Per network (lead order): grid steps between the newest step and the end of the
         history it reads online (all 0 without ``lead_shift``)."""
-        shortest = min(self.leads, default=0)
-        return tuple(int(round((lead - shortest) * 60.0 / self.grid_s)) if self.lead_shift else 0
-                     for lead in self.leads)
+        if not self.lead_shift or not self.leads:
+            return (0,) * len(self.leads)
+        offsets = lead_offsets(self.leads, self.grid_s)      # steps from each window's end to the event
+        return tuple(int(o) for o in offsets - offsets.min())
 
     @property
     def history_steps(self) -> int:
