@@ -68,6 +68,8 @@ CONV_MIN_FAILURES = 2000   # training failures below which the conv encoder is n
 
 # The simulated prior's histories: the shape whose gain docs/results.md measures.
 PRIOR_NODES, PRIOR_HOURS, PRIOR_MTBF_HOURS = 48, 24.0, 8.0
+# below this many false-alarm episodes allowed on its data, 'train threshold' says how loosely it is set
+THIN_CALIBRATION_EPISODES = 10
 
 
 def _simulated_prior(profile: str, histories: int, cache: Optional[str], progress=None) -> list[tuple[Path, Recorded]]:
@@ -564,6 +566,14 @@ def train_threshold(
                      f"node-days: the budget allows none here, so the threshold is set above every false alarm "
                      "seen; more history sets it closer")
         typer.secho(f"note: {notes[-1]}", err=True, fg=typer.colors.YELLOW)
+    elif false_alarms * node_days / 100.0 < THIN_CALIBRATION_EPISODES:
+        low, high = chosen["false_alarms_per_100_node_days_ci95"]
+        notes.append(f"the budget allows {false_alarms * node_days / 100.0:.1f} false-alarm episodes on these "
+                     f"{node_days:.1f} node-days: the threshold rests on {chosen['false_alarm_episodes']}, and the "
+                     f"site's rate at it may lie anywhere in {low:.2f}-{high:.2f} per 100 node-days (95 %); "
+                     f"about {100.0 * THIN_CALIBRATION_EPISODES / max(false_alarms, 1e-9):.0f} node-days of "
+                     f"calibration history let the budget count {THIN_CALIBRATION_EPISODES} episodes")
+        typer.secho(f"note: {notes[-1]}", err=True, fg=typer.colors.YELLOW)
     digest = digest_dirs(data)
     calibration = {"data_dirs": [str(Path(d).resolve()) for d in data], "data_sha256": digest,
                    "false_alarms_per_100_node_days_budget": false_alarms, "stride_steps": stride,
@@ -592,10 +602,12 @@ def train_threshold(
     typer.echo(f"wrote {out} ({ensemble.version}): vote threshold {chosen['threshold']:.6g} (was {before:.6g}) on "
                f"{node_days:.1f} node-days of {len(data)} histor{'y' if len(data) == 1 else 'ies'}")
     for label, c in (("before", own), ("now", chosen)):
+        fa, share = c["false_alarms_per_100_node_days_ci95"], c["precursor_warned_2min_ci95"]
         typer.echo(f"  {label:6s} {c['false_alarm_episodes']} false-alarm episodes = "
-                   f"{c['false_alarms_per_100_node_days']:.2f} per 100 node-days; {c['precursor_warned_2min']}/"
-                   f"{c['precursor_failures']} precursor failures warned >= 2 min ahead "
-                   f"({c['precursor_warned_2min_share']:.0%}), {c['warned_2min']}/{c['failures']} of all")
+                   f"{c['false_alarms_per_100_node_days']:.2f} per 100 node-days (95 %: {fa[0]:.2f}-{fa[1]:.2f}); "
+                   f"{c['precursor_warned_2min']}/{c['precursor_failures']} precursor failures warned >= 2 min "
+                   f"ahead ({c['precursor_warned_2min_share']:.0%}, 95 %: {share[0]:.0%}-{share[1]:.0%}), "
+                   f"{c['warned_2min']}/{c['failures']} of all")
 
 
 def _baseline_row(train_recs: list[Recorded], rec: Recorded, events, seed: int) -> tuple[dict, Any]:
@@ -894,10 +906,12 @@ def _targets_table(targets: list[dict]) -> list[str]:
 
 def _online_sentence(scope: str, o: dict) -> str:
     """An online summary's failures warned and false alarms, in words."""
+    share, fa = o["precursor_warned_2min_ci95"], o["false_alarms_per_100_node_days_ci95"]
     return (f"{scope}: {o['warned_2min']}/{o['failures']} failures warned >= 2 min ahead "
-            f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor), "
-            f"{o['false_alarm_episodes']} false-alarm episodes in {o['node_days']:.1f} node-days = "
-            f"{o['false_alarms_per_100_node_days']:.2f} per 100 node-days")
+            f"({o['precursor_warned_2min']}/{o['precursor_failures']} with a precursor, 95 %: "
+            f"{share[0]:.0%}-{share[1]:.0%}), {o['false_alarm_episodes']} false-alarm episodes in "
+            f"{o['node_days']:.1f} node-days = {o['false_alarms_per_100_node_days']:.2f} per 100 node-days "
+            f"(95 %: {fa[0]:.2f}-{fa[1]:.2f})")
 
 
 def _pooled_markdown(result: dict) -> str:

@@ -181,3 +181,23 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
 
     ci = binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
+
+
+def poisson_interval(count: int, exposure: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact (Garwood) interval of a Poisson rate ``count / exposure`` (scipy's ``chi2``);
+    ``(nan, nan)`` with no exposure.  How far a rate measured from a few events, such as
+    false-alarm episodes per 100 node-days, may lie from the site's true one.
+
+    >>> tuple(round(100 * x, 2) for x in poisson_interval(5, 256.0))     # 5 episodes in 256 node-days
+    (0.63, 4.56)
+    >>> poisson_interval(0, 100.0)[0]
+    0.0
+    """
+    if exposure <= 0:
+        return float("nan"), float("nan")
+    from scipy.stats import chi2
+
+    alpha = 1.0 - confidence
+    low = 0.0 if count <= 0 else chi2.ppf(alpha / 2, 2 * int(count)) / 2.0
+    high = chi2.ppf(1.0 - alpha / 2, 2 * int(count) + 2) / 2.0
+    return float(low / exposure), float(high / exposure)

@@ -242,6 +242,19 @@ def test_threshold_set_for_a_false_alarm_budget_is_what_the_worker_then_raises(r
     loose = json.loads(r.stdout)
     assert loose["threshold"] == min(c["threshold"] for c in loose["curve"]) <= before["lstm_threshold"]
     assert loose["chosen"]["warned_2min"] >= chosen["warned_2min"]
+    assert not loose["notes"]
+    # intervals from the counts: zero episodes still allow a rate above zero; the share's interval holds it
+    low, high = chosen["false_alarms_per_100_node_days_ci95"]
+    assert low == 0.0 < 100.0 / cal["node_days"] < high
+    share_low, share_high = loose["chosen"]["precursor_warned_2min_ci95"]
+    assert share_low <= loose["chosen"]["precursor_warned_2min_share"] <= share_high
+    assert online["false_alarms_per_100_node_days_ci95"] == chosen["false_alarms_per_100_node_days_ci95"]
+    # a budget of a few episodes on this data: set, and said how loosely
+    budget = 3 * 100.0 / cal["node_days"]
+    r = runner.invoke(app, ["train", "threshold", "--model", str(model), "--data", str(recorded / "test"),
+                            "--out", str(recorded / "thin"), "--false-alarms", repr(budget)])
+    assert r.exit_code == 0, r.output
+    assert "allows 3.0 false-alarm episodes" in r.output and "95 %" in r.output
     r = runner.invoke(app, ["train", "threshold", "--model", str(model), "--data", str(recorded / "test"),
                             "--out", str(model)])
     assert r.exit_code != 0 and "new directory" in r.output

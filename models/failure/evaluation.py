@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hpcguard.models.features import WINDOW_STEPS
-from hpcguard.models.metrics import ratio, uc_crossing, uc_probability
+from hpcguard.models.metrics import poisson_interval, ratio, uc_crossing, uc_probability, wilson_interval
 from hpcguard.models.warning_eval import score_warnings
 
 UC_LEVELS: tuple[float, ...] = (0.05, 0.30, 0.50)
@@ -257,7 +257,24 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
             "precursor_warned_2min_share": float(early[pre].mean()) if pre.any() else float("nan"),
             "false_alarm_episodes": scores["false_alarms"], "node_days": node_days,
             "false_alarms_per_100_node_days": ratio(100.0 * scores["false_alarms"], node_days),
+            **online_intervals(int(early[pre].sum()), int(pre.sum()), scores["false_alarms"], node_days),
             "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan")}
+
+
+def online_intervals(precursor_warned: int, precursor_failures: int, false_alarm_episodes: int,
+                     node_days: float) -> dict[str, list[float]]:
+    """95 % intervals of an online summary's two target quantities, from its counts: the share of
+    precursor failures warned >= 2 min ahead (Wilson) and the false-alarm episodes per 100
+    node-days (exact Poisson).  A threshold set on a few episodes moves with the history it is
+    set on; these say by how much.
+
+    >>> ci = online_intervals(62, 103, 4, 384.0)
+    >>> [round(x, 2) for x in ci["precursor_warned_2min_ci95"]], [round(x, 2) for x in ci["false_alarms_per_100_node_days_ci95"]]
+    ([0.51, 0.69], [0.28, 2.67])
+    """
+    low, high = poisson_interval(false_alarm_episodes, node_days / 100.0)
+    return {"precursor_warned_2min_ci95": list(wilson_interval(precursor_warned, precursor_failures)),
+            "false_alarms_per_100_node_days_ci95": [low, high]}
 
 
 def _healthy_evaluations(end_time: np.ndarray, healthy: np.ndarray, t0: float, grid_s: float) -> np.ndarray:
@@ -303,7 +320,7 @@ def online_curve(vote_scan: dict[str, np.ndarray], thresholds: Sequence[float], 
     (:data:`CURVE_COUNTS`), so :func:`pool_curves` can add several histories' curves.
     """
     keys = ("fpr_per_step", "warned_2min_share", "precursor_warned_2min_share", "false_alarms_per_100_node_days",
-            "median_lead_minutes") + CURVE_COUNTS
+            "precursor_warned_2min_ci95", "false_alarms_per_100_node_days_ci95", "median_lead_minutes") + CURVE_COUNTS
     curve = []
     for t in sorted(float(x) for x in thresholds):
         s = online_summary(warnings_at(vote_scan, t), failure_nodes, failure_times, healthy, t0, grid_s,
@@ -314,8 +331,8 @@ def online_curve(vote_scan: dict[str, np.ndarray], thresholds: Sequence[float], 
 
 def pool_summaries(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Several histories' online summaries (or curve points) as one: the counts of
-    :data:`CURVE_COUNTS` and the node-days added, shares and rates recomputed (the median lead is
-    left out: it does not add).
+    :data:`CURVE_COUNTS` and the node-days added, shares, rates and their intervals recomputed (the
+    median lead is left out: it does not add).
 
     >>> a = {"healthy_evaluations": 100, "false_positive_evaluations": 1, "failures": 4, "warned_2min": 2,
     ...      "precursor_failures": 2, "precursor_warned_2min": 1, "false_alarm_episodes": 1, "node_days": 50.0}
@@ -327,7 +344,9 @@ def pool_summaries(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"fpr_per_step": c["false_positive_evaluations"] / max(c["healthy_evaluations"], 1),
             "warned_2min_share": ratio(c["warned_2min"], c["failures"]),
             "precursor_warned_2min_share": ratio(c["precursor_warned_2min"], c["precursor_failures"]),
-            "false_alarms_per_100_node_days": ratio(100.0 * c["false_alarm_episodes"], c["node_days"]), **c}
+            "false_alarms_per_100_node_days": ratio(100.0 * c["false_alarm_episodes"], c["node_days"]),
+            **online_intervals(c["precursor_warned_2min"], c["precursor_failures"], c["false_alarm_episodes"],
+                               c["node_days"]), **c}
 
 
 def pool_curves(curves: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
