@@ -900,8 +900,13 @@ def _rows_table(rows: list[dict]) -> list[str]:
 
 
 def _targets_table(targets: list[dict]) -> list[str]:
-    return ["| target | reached | bound | met |", "|---|---|---|---|"] + [
-        f"| {t['target']} | {t['value']:.4g} | {t['bound']} | {'yes' if t['met'] else 'no'} |" for t in targets]
+    def interval(t: dict) -> str:
+        ci = t.get("ci95")
+        return f"{ci[0]:.3g}–{ci[1]:.3g}" if ci and all(x == x for x in ci) else "–"
+
+    return ["| target | reached | 95 % interval | bound | met |", "|---|---|---|---|---|"] + [
+        f"| {t['target']} | {t['value']:.4g} | {interval(t)} | {t['bound']} | {'yes' if t['met'] else 'no'} |"
+        for t in targets]
 
 
 def _online_sentence(scope: str, o: dict) -> str:

@@ -7,15 +7,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from hpcguard.cli import app
+from hpcguard.cli import failure as cli_failure
 from hpcguard.connectors.coverage import coverage_of_grid
 from hpcguard.connectors.model_store import load_model
 from hpcguard.models.failure.dataset import healthy_mask
 from hpcguard.models.failure.evaluation import online_scan, online_summary
+from hpcguard.models.metrics import uc_probability, wilson_interval
 from hpcguard.streams.predictors import EnsemblePredictor
-
-from hpcguard.models.metrics import uc_probability
-from hpcguard.cli import failure as cli_failure
-from hpcguard.cli import app
 
 from _failure_data import T0, synthetic_grid
 
@@ -140,7 +139,13 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert alarms["met"] == (alarms["value"] <= 2.0)
     assert targets["online: precursor failures warned >= 2 min ahead"]["value"] == \
         full["online"]["precursor_warned_2min_share"]
+    # each with the interval its counts allow (the report's table shows it)
+    low, high = targets["LSTM vote tpr"]["ci95"]
+    assert low <= vote["tpr"] <= high and 0 < high - low < 1
+    assert list(targets["LSTM vote tpr"]["ci95"]) == list(wilson_interval(vote["tp"], vote["failures"]))
+    assert alarms["ci95"] == full["online"]["false_alarms_per_100_node_days_ci95"]
     assert full["precursor_known"] is True and "| LSTM vote tpr |" in (report / "report.md").read_text()
+    assert "| target | reached | 95 % interval |" in (report / "report.md").read_text()
     assert full["online"]["failures"] > 0 and full["online"]["warned_2min"] >= 1
     online_families = full["online"]["by_family"]
     assert sum(f["caught"] for f in online_families.values()) == full["online"]["warned_2min"]

@@ -420,28 +420,40 @@ def check_targets(vote_row: dict[str, Any], online: dict[str, Any] | None = None
 
     ``vote_row`` is the LSTM vote's :func:`report_row` (with ``tpr_precursor``) at the
     model's own threshold; its tpr targets count only when its fpr is within the bound.
-    ``online`` is an :func:`online_summary` (omitted: no online targets).
+    ``online`` is an :func:`online_summary` (omitted: no online targets).  Each target's
+    ``ci95`` is the 95 % interval of its value from the counts behind it (Wilson; the
+    false-alarm rate exact Poisson), ``None`` where the row holds no counts: whether a miss
+    or a hit could be the luck of a few dozen failures.
 
     >>> row = {"tpr": 0.6, "tpr_precursor": 0.8, "fpr": 1e-4}
     >>> [(t["target"], t["met"]) for t in check_targets(row)]
     [('LSTM vote fpr', True), ('LSTM vote tpr', True), ('LSTM vote tpr (precursor failures)', True)]
     >>> check_targets({**row, "fpr": 1e-3})[1]["met"]      # tpr bought with too many false positives
     False
+    >>> counted = {**row, "tp": 30, "failures": 50, "fp": 2, "ok": 20_000, "tp_precursor": 28, "precursor_failures": 35}
+    >>> [round(x, 2) for x in check_targets(counted)[1]["ci95"]]
+    [0.46, 0.72]
     """
+    def wilson(k: str, n: str) -> list[float] | None:
+        return list(wilson_interval(vote_row[k], vote_row[n])) if k in vote_row and n in vote_row else None
+
     fpr_ok = bool(vote_row["fpr"] <= targets["vote_fpr"])
     out = [{"target": "LSTM vote fpr", "value": vote_row["fpr"], "bound": f"<= {targets['vote_fpr']:g}",
-            "met": fpr_ok},
+            "met": fpr_ok, "ci95": wilson("fp", "ok")},
            {"target": "LSTM vote tpr", "value": vote_row["tpr"], "bound": f">= {targets['vote_tpr']:g}",
-            "met": fpr_ok and bool(vote_row["tpr"] >= targets["vote_tpr"])},
+            "met": fpr_ok and bool(vote_row["tpr"] >= targets["vote_tpr"]), "ci95": wilson("tp", "failures")},
            {"target": "LSTM vote tpr (precursor failures)", "value": vote_row["tpr_precursor"],
             "bound": f">= {targets['vote_tpr_precursor']:g}",
-            "met": fpr_ok and bool(vote_row["tpr_precursor"] >= targets["vote_tpr_precursor"])}]
+            "met": fpr_ok and bool(vote_row["tpr_precursor"] >= targets["vote_tpr_precursor"]),
+            "ci95": wilson("tp_precursor", "precursor_failures")}]
     if online is not None:
         share, alarms = online["precursor_warned_2min_share"], online["false_alarms_per_100_node_days"]
         out += [{"target": "online: precursor failures warned >= 2 min ahead", "value": share,
                  "bound": f">= {targets['online_precursor_warned_2min_share']:g}",
-                 "met": bool(share >= targets["online_precursor_warned_2min_share"])},
+                 "met": bool(share >= targets["online_precursor_warned_2min_share"]),
+                 "ci95": online.get("precursor_warned_2min_ci95")},
                 {"target": "online: false-alarm episodes per 100 node-days", "value": alarms,
                  "bound": f"<= {targets['online_false_alarms_per_100_node_days']:g}",
-                 "met": bool(alarms <= targets["online_false_alarms_per_100_node_days"])}]
+                 "met": bool(alarms <= targets["online_false_alarms_per_100_node_days"]),
+                 "ci95": online.get("false_alarms_per_100_node_days_ci95")}]
     return out
