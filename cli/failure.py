@@ -1058,7 +1058,8 @@ def _plot_uc(path: Path, series: list[tuple[str, float]], ylabel: str, title: st
 
 def _plot_online_curve(path: Path, curve: list[dict], model_threshold: float, title: str) -> None:
     """Precursor failures warned >= 2 min ahead against false-alarm episodes per 100 node-days, the
-    model's own threshold marked and the targets' corner shaded."""
+    model's own threshold marked with the 95 % intervals of its two values and the targets' corner
+    shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1070,8 +1071,12 @@ def _plot_online_curve(path: Path, curve: list[dict], model_threshold: float, ti
     ax.plot([c["false_alarms_per_100_node_days"] for c in curve], [c["precursor_warned_2min_share"] for c in curve],
             "o-", ms=3, label="vote threshold swept")
     own = min(curve, key=lambda c: abs(c["threshold"] - model_threshold))
-    ax.plot(own["false_alarms_per_100_node_days"], own["precursor_warned_2min_share"], "r*", ms=12,
-            label=f"the model's threshold {model_threshold:.4g}")
+    x, y = own["false_alarms_per_100_node_days"], own["precursor_warned_2min_share"]
+    ax.plot(x, y, "r*", ms=12, label=f"the model's threshold {model_threshold:.4g}")
+    fa_ci, share_ci = own.get("false_alarms_per_100_node_days_ci95"), own.get("precursor_warned_2min_ci95")
+    if fa_ci and share_ci and all(v == v for v in (*fa_ci, *share_ci)):
+        ax.errorbar(x, y, xerr=[[x - fa_ci[0]], [fa_ci[1] - x]], yerr=[[y - share_ci[0]], [share_ci[1] - y]],
+                    fmt="none", ecolor="r", elinewidth=1, capsize=3, label="its 95 % intervals")
     fa, share = (PREDICTION_TARGETS["online_false_alarms_per_100_node_days"],
                  PREDICTION_TARGETS["online_precursor_warned_2min_share"])
     ax.fill_between([0, fa], share, 1.0, color="green", alpha=0.15, label="targets")
