@@ -566,9 +566,9 @@ def train_threshold(
                      f"node-days: the budget allows none here, so the threshold is set above every false alarm "
                      "seen; more history sets it closer")
         typer.secho(f"note: {notes[-1]}", err=True, fg=typer.colors.YELLOW)
-    elif false_alarms * node_days / 100.0 < THIN_CALIBRATION_EPISODES:
+    elif (allowed := false_alarms * node_days / 100.0) < THIN_CALIBRATION_EPISODES:
         low, high = chosen["false_alarms_per_100_node_days_ci95"]
-        notes.append(f"the budget allows {false_alarms * node_days / 100.0:.1f} false-alarm episodes on these "
+        notes.append(f"the budget allows {allowed:.1f} false-alarm episodes on these "
                      f"{node_days:.1f} node-days: the threshold rests on {chosen['false_alarm_episodes']}, and the "
                      f"site's rate at it may lie anywhere in {low:.2f}-{high:.2f} per 100 node-days (95 %); "
                      f"about {100.0 * THIN_CALIBRATION_EPISODES / max(false_alarms, 1e-9):.0f} node-days of "
@@ -602,12 +602,7 @@ def train_threshold(
     typer.echo(f"wrote {out} ({ensemble.version}): vote threshold {chosen['threshold']:.6g} (was {before:.6g}) on "
                f"{node_days:.1f} node-days of {len(data)} histor{'y' if len(data) == 1 else 'ies'}")
     for label, c in (("before", own), ("now", chosen)):
-        fa, share = c["false_alarms_per_100_node_days_ci95"], c["precursor_warned_2min_ci95"]
-        typer.echo(f"  {label:6s} {c['false_alarm_episodes']} false-alarm episodes = "
-                   f"{c['false_alarms_per_100_node_days']:.2f} per 100 node-days (95 %: {fa[0]:.2f}-{fa[1]:.2f}); "
-                   f"{c['precursor_warned_2min']}/{c['precursor_failures']} precursor failures warned >= 2 min "
-                   f"ahead ({c['precursor_warned_2min_share']:.0%}, 95 %: {share[0]:.0%}-{share[1]:.0%}), "
-                   f"{c['warned_2min']}/{c['failures']} of all")
+        typer.echo(_online_sentence(f"  {label:6s}", c))
 
 
 def _baseline_row(train_recs: list[Recorded], rec: Recorded, events, seed: int) -> tuple[dict, Any]:

@@ -250,30 +250,32 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
     pre = np.ones(ft.size, bool) if precursor is None else np.asarray(precursor, bool)
     node_days = n_nodes * n_steps * grid_s / 86400.0
     by_family = {} if family is None else {"by_family": caught_by_family(family, early)}
-    return {**by_family, "evaluations": int(warn.size), "healthy_evaluations": int(h.sum()), "false_positive_evaluations": fp,
-            "fpr_per_step": fp / max(int(h.sum()), 1), "failures": int(ft.size), "warned": int((~np.isnan(lead)).sum()),
-            "warned_2min": int(early.sum()), "warned_2min_share": float(early.mean()) if ft.size else float("nan"),
-            "precursor_failures": int(pre.sum()), "precursor_warned_2min": int(early[pre].sum()),
-            "precursor_warned_2min_share": float(early[pre].mean()) if pre.any() else float("nan"),
-            "false_alarm_episodes": scores["false_alarms"], "node_days": node_days,
-            "false_alarms_per_100_node_days": ratio(100.0 * scores["false_alarms"], node_days),
-            **online_intervals(int(early[pre].sum()), int(pre.sum()), scores["false_alarms"], node_days),
-            "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan")}
+    summary = {**by_family, "evaluations": int(warn.size), "healthy_evaluations": int(h.sum()),
+               "false_positive_evaluations": fp, "fpr_per_step": fp / max(int(h.sum()), 1), "failures": int(ft.size),
+               "warned": int((~np.isnan(lead)).sum()), "warned_2min": int(early.sum()),
+               "warned_2min_share": float(early.mean()) if ft.size else float("nan"),
+               "precursor_failures": int(pre.sum()), "precursor_warned_2min": int(early[pre].sum()),
+               "precursor_warned_2min_share": float(early[pre].mean()) if pre.any() else float("nan"),
+               "false_alarm_episodes": scores["false_alarms"], "node_days": node_days,
+               "false_alarms_per_100_node_days": ratio(100.0 * scores["false_alarms"], node_days),
+               "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan")}
+    return {**summary, **online_intervals(summary)}
 
 
-def online_intervals(precursor_warned: int, precursor_failures: int, false_alarm_episodes: int,
-                     node_days: float) -> dict[str, list[float]]:
-    """95 % intervals of an online summary's two target quantities, from its counts: the share of
-    precursor failures warned >= 2 min ahead (Wilson) and the false-alarm episodes per 100
-    node-days (exact Poisson).  A threshold set on a few episodes moves with the history it is
-    set on; these say by how much.
+def online_intervals(counts: dict[str, Any]) -> dict[str, list[float]]:
+    """95 % intervals of an online summary's two target quantities, from its counts
+    (:data:`CURVE_COUNTS`): the share of precursor failures warned >= 2 min ahead (Wilson) and
+    the false-alarm episodes per 100 node-days (exact Poisson).  A threshold set on a few
+    episodes moves with the history it is set on; these say by how much.
 
-    >>> ci = online_intervals(62, 103, 4, 384.0)
+    >>> ci = online_intervals({"precursor_warned_2min": 62, "precursor_failures": 103,
+    ...                        "false_alarm_episodes": 4, "node_days": 384.0})
     >>> [round(x, 2) for x in ci["precursor_warned_2min_ci95"]], [round(x, 2) for x in ci["false_alarms_per_100_node_days_ci95"]]
     ([0.51, 0.69], [0.28, 2.67])
     """
-    low, high = poisson_interval(false_alarm_episodes, node_days / 100.0)
-    return {"precursor_warned_2min_ci95": list(wilson_interval(precursor_warned, precursor_failures)),
+    low, high = poisson_interval(counts["false_alarm_episodes"], counts["node_days"] / 100.0)
+    return {"precursor_warned_2min_ci95": list(wilson_interval(counts["precursor_warned_2min"],
+                                                               counts["precursor_failures"])),
             "false_alarms_per_100_node_days_ci95": [low, high]}
 
 
@@ -345,8 +347,7 @@ def pool_summaries(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "warned_2min_share": ratio(c["warned_2min"], c["failures"]),
             "precursor_warned_2min_share": ratio(c["precursor_warned_2min"], c["precursor_failures"]),
             "false_alarms_per_100_node_days": ratio(100.0 * c["false_alarm_episodes"], c["node_days"]),
-            **online_intervals(c["precursor_warned_2min"], c["precursor_failures"], c["false_alarm_episodes"],
-                               c["node_days"]), **c}
+            **online_intervals(c), **c}
 
 
 def pool_curves(curves: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
