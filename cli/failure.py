@@ -223,7 +223,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                  calibration_ok: int = 20000, target_fpr: Optional[float] = None, mc_splits: int = 3,
                  persistence: int = 1, allow_missing: tuple[str, ...] = (), hard_negatives: bool = True,
                  progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0,
-                 prior: tuple[tuple[Path, Recorded], ...] = (), lead_shift: bool = True):
+                 prior: tuple[tuple[Path, Recorded], ...] = (), lead_shift: bool = True,
+                 fpr_confidence: Optional[float] = None):
     """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
 
     ``prior``: simulated ``(file, history)`` pairs trained on beside the site's own ``data`` (see
@@ -302,7 +303,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
             augment.append(ev)
     try:
         ensemble, report = train_ensemble(events, seed=seed, calibration=calibration, mc_splits=mc_splits,
-                                          target_fpr=target_fpr, rated=rated, features=fs.name,
+                                          target_fpr=target_fpr, fpr_confidence=fpr_confidence,
+                                          rated=rated, features=fs.name,
                                           persistence=persistence, lead_shift=lead_shift,
                                           encoder=encoder,
                                           augment=Events.concat(augment) if augment else None,
@@ -319,11 +321,13 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                "lead_shift": lead_shift,
                "positive_shifts": positive_shifts, "seed": seed, "ok_ratio": ok_ratio,
                "calibration_ok": calibration_ok, "target_fpr": target_fpr, "mc_splits": mc_splits,
+               **({"fpr_confidence": fpr_confidence} if fpr_confidence is not None else {}),
                "train_on_look_alikes": hard_negatives, "allow_missing": sorted(allow_missing)}
     tag = hashlib.sha256(f"{digest}|{map_digest}|{json.dumps(options, sort_keys=True)}".encode()).hexdigest()[:12]
     ensemble.version = f"failure-ensemble-{fs.name}-{tag}-s{seed}"
     lstm = {k: report["voter"][k] for k in ("threshold", "tpr", "fpr", "auc", "validation_failures",
                                              "validation_ok", "validation_ok_effective", "tpr_ci95", "fpr_ci95",
+                                             "fpr_upper",
                                              "split")}
     metrics = {"lstm": lstm, "networks": [{k: r[k] for k in ("lead_minutes", "cv_tpr", "cv_fpr", "val_loss")}
                                           for r in report["networks"]], "training": report}
@@ -403,6 +407,13 @@ def train_failure(
                                        help="Extra healthy events for the LSTM voter and its ROC threshold."),
     target_fpr: Optional[float] = typer.Option(None, "--target-fpr", help="Choose the LSTM threshold for this "
                                                "fpr (unset: highest tpr at the lowest fpr step, as seed 000)."),
+    fpr_confidence: Optional[float] = typer.Option(None, "--fpr-confidence", min=0.5, max=0.999,
+                                                   help="Keep --target-fpr as a ceiling with this confidence "
+                                                   "(e.g. 0.95): the threshold's validation fpr must have its "
+                                                   "one-sided exact upper bound under the target, so a "
+                                                   "threshold resting on one or two false positives is not "
+                                                   "taken; give it --calibration-ok of about 60 / target (half of them "
+                                                   "validate; a history offers what its voter period holds)."),
     mc_splits: int = typer.Option(3, "--mc-splits", min=1, help="Monte-Carlo cross-validation splits per network."),
     persistence: int = typer.Option(1, "--persistence", min=1, help="Online: warn only when the vote fires on "
                                     "this many consecutive 15 s steps (computed from the node's own history)."),
@@ -444,7 +455,7 @@ def train_failure(
         ensemble, report, meta, coverage = _train_model(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
-            positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift)
+            positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift, fpr_confidence=fpr_confidence)
         meta["simulated_prior"] = ({"profile": prior_profile, "histories": simulated_prior, "nodes": PRIOR_NODES,
                                     "hours": PRIOR_HOURS, "mtbf_hours": PRIOR_MTBF_HOURS} if prior else None)
         site_map = sensor_map or Settings.load().worker.sensor_map
@@ -475,6 +486,13 @@ def train_failure(
                                     f"needs about {CONV_MIN_FAILURES} or more to beat --features robust "
                                     "(--simulated-prior 24 brings about 3,000)")
             typer.secho(f"note: {summary['notes'][-1]}", err=True, fg=typer.colors.YELLOW)
+    if fpr_confidence is not None and target_fpr is not None and not report["voter"]["target_met"]:
+        # zero false positives among n healthy events still leave a rate up to about 3/n plausible
+        summary["notes"].append(f"{lstm['validation_ok_effective']} healthy validation events cannot keep fpr "
+                                f"<= {target_fpr:g} with {fpr_confidence:g} confidence: the threshold is the "
+                                f"strictest one (fpr {lstm['fpr']:.2g}, at most {lstm['fpr_upper']:.2g}); "
+                                f"--calibration-ok {round(60 / target_fpr)} or more history lets it")
+        typer.secho(f"note: {summary['notes'][-1]}", err=True, fg=typer.colors.YELLOW)
     if as_json:
         emit_json(summary)
         return
@@ -484,7 +502,8 @@ def train_failure(
                f"{meta['hard_negatives']} hard negatives; LSTM threshold {ensemble.threshold:.4g} chosen on "
                f"{lstm['validation_failures']} later validation failures and {lstm['validation_ok']} ok events of "
                f"the site weighed by the node-steps each stands for (tpr {lstm['tpr']:.3f}, 95 % CI "
-               f"{lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g}, worth {lstm['validation_ok_effective']} uniform draws)")
+               f"{lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g}, worth {lstm['validation_ok_effective']} uniform draws, "
+               f"at most {lstm['fpr_upper']:.2g} with {100 * (fpr_confidence or 0.95):g} % confidence)")
 
 
 @train_app.command("threshold")
@@ -1139,6 +1158,9 @@ def evaluate_cross_profile(
     calibration_ok: int = typer.Option(20000, "--calibration-ok", min=0, help="Healthy events for the voter."),
     target_fpr: Optional[float] = typer.Option(1e-4, "--target-fpr", help="LSTM threshold for this validation "
                                                "fpr (chosen on many healthy events; failures only give the CI)."),
+    fpr_confidence: Optional[float] = typer.Option(None, "--fpr-confidence", min=0.5, max=0.999,
+                                                   help="Keep --target-fpr as a ceiling with this confidence "
+                                                   "(see train failure --help)."),
     persistence: int = typer.Option(2, "--persistence", min=1, help="Online: consecutive steps the vote must fire."),
     max_ok: int = typer.Option(50000, "--max-ok", min=100, help="Healthy test events sampled for the fpr."),
     stride: int = typer.Option(4, "--scan-stride", min=1, help="Online scan: evaluate every N-th 15 s step "
@@ -1164,7 +1186,8 @@ def evaluate_cross_profile(
         fail(str(exc))
     # the code digest is part of the key: a model cached by another version of the features is not reused
     options = (f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}"
-               f"-c{calibration_ok}-t{target_fpr}-p{persistence}-{code_digest()}")
+               f"-c{calibration_ok}-t{target_fpr}{f'k{fpr_confidence}' if fpr_confidence else ''}-p{persistence}"
+               f"-{code_digest()}")
     steps = 3 * len(names) + len(names) ** 2
     pairs: list[dict] = []
     with _progress(as_json) as bar:
@@ -1183,7 +1206,8 @@ def evaluate_cross_profile(
             if not (model_dir / "manifest.json").is_file():
                 bar.update(task, description=f"{p}: training")
                 ens, _, meta, _ = _train_model(train_dirs, mapping, features, seed, calibration_ok=calibration_ok,
-                                               target_fpr=target_fpr, mc_splits=mc_splits, persistence=persistence,
+                                               target_fpr=target_fpr, fpr_confidence=fpr_confidence,
+                                               mc_splits=mc_splits, persistence=persistence,
                                                recs=train_recs[p],
                                                progress=lambda m, p=p: bar.update(task, description=f"{p}: {m}"))
                 meta["profile"] = p
@@ -1210,7 +1234,8 @@ def evaluate_cross_profile(
     del scores
     result = {"profiles": names, "features": features, "nodes": nodes, "train_hours": hours, "test_hours": t_hours,
               "train_histories": train_histories, "seed": seed, "test_seed": seed + 100, "scan_stride_steps": stride,
-              "persistence": persistence, "target_fpr": target_fpr, "pairs": pairs}
+              "persistence": persistence, "target_fpr": target_fpr, "fpr_confidence": fpr_confidence,
+              "pairs": pairs}
     (report_dir / "report.json").write_text(json.dumps(_clean(result), indent=2))
     (report_dir / "report.md").write_text(_cross_markdown(result))
     if as_json:

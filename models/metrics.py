@@ -201,3 +201,24 @@ def poisson_interval(count: int, exposure: float, confidence: float = 0.95) -> t
     low = 0.0 if count <= 0 else chi2.ppf(alpha / 2, 2 * int(count)) / 2.0
     high = chi2.ppf(1.0 - alpha / 2, 2 * int(count) + 2) / 2.0
     return float(low / exposure), float(high / exposure)
+
+
+def rate_upper_bound(count, trials, confidence: float = 0.95):
+    """One-sided exact (Clopper–Pearson) upper bound of a proportion ``count / trials`` (scipy's
+    ``beta``); vectorised, and ``count`` may be fractional (a weighted count on an effective number
+    of trials).  The highest rate the data leave plausible: a threshold whose bound stays under a
+    false-positive ceiling keeps it with that ``confidence``; 1 where there are no trials.
+
+    >>> round(float(rate_upper_bound(0, 10_000)), 6)        # no false positive in 10,000: up to 3e-4
+    0.0003
+    >>> round(float(rate_upper_bound(13, 129_000)) * 1e4, 2)  # 13 of 129,000 (1.0e-4): up to 1.6e-4
+    1.6
+    """
+    from scipy.stats import beta
+
+    k = np.asarray(count, dtype=float)
+    n = np.asarray(trials, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bound = np.where(k >= n, 1.0, beta.ppf(confidence, k + 1.0, np.maximum(n - k, 1e-12)))
+    out = np.where(n > 0, bound, 1.0)
+    return float(out) if out.ndim == 0 else out

@@ -90,6 +90,8 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert len(meta["training_data_sha256"]) == 64 and len(manifest["sensors"]) == 10
     assert len(meta["sensor_map_sha256"]) == 64 and set(meta["coverage"]) == set(manifest["sensors"])
     assert (model / "weights.pt").is_file() and (model / "metrics.json").is_file()
+    # the threshold's fpr comes with the upper bound its healthy events allow
+    assert summary["fpr"] <= summary["fpr_upper"] <= 1 and "fpr_confidence" not in meta
 
     report = recorded / "report"
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
@@ -552,3 +554,22 @@ def test_a_loaded_history_survives_the_prior_cache(tmp_path, recorded):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(back.failure_times, rec.failure_times)
     np.testing.assert_array_equal(back.precursor, rec.precursor)
+
+
+def test_a_target_fpr_kept_with_confidence_says_when_the_history_cannot_bound_it(recorded):
+    """1,500 healthy validation draws cannot keep fpr <= 1e-4 at 95 %: the strictest threshold, and a note
+    naming the calibration that would; the option is part of the model's identity."""
+    model = recorded / "kept"
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+                            "--seed", "0", "--mc-splits", "1", "--calibration-ok", "1500", "--target-fpr", "1e-4",
+                            "--fpr-confidence", "0.95", "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert summary["fpr_upper"] > 1e-4 and summary["fpr"] == 0.0      # zero of ~750 still leaves ~4e-3
+    assert any("cannot keep fpr <= 0.0001 with 0.95 confidence" in n and "--calibration-ok 600000" in n
+               for n in summary["notes"]), summary["notes"]
+    meta = json.loads((model / "manifest.json").read_text())["metadata"]
+    assert meta["fpr_confidence"] == 0.95 and meta["target_fpr"] == 1e-4
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(recorded / "x"),
+                            "--target-fpr", "1e-4", "--fpr-confidence", "1.5"])
+    assert r.exit_code != 0 and "--fpr-confidence" in r.output

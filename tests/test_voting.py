@@ -67,3 +67,33 @@ def test_threshold_default_is_highest_tpr_at_lowest_fpr_step():
     assert loose["fpr"] <= 0.05 and loose["tpr"] >= t["tpr"]
     with pytest.raises(ValueError):
         choose_threshold(y, s, target_fpr=2.0)
+
+
+def test_a_target_kept_with_confidence_needs_enough_healthy_events_under_it():
+    """A point estimate at the target rests on a handful of false positives; the kept ceiling must
+    hold the exact upper bound of its rate under the target, and say so when it cannot."""
+    from hpcguard.models.metrics import rate_upper_bound
+
+    rng = np.random.default_rng(5)
+    y = np.r_[np.zeros(50_000), np.ones(300)]
+    s = np.r_[rng.normal(0.0, 1.0, 50_000), rng.normal(3.5, 1.0, 300)]
+    point = choose_threshold(y, s, target_fpr=4e-4)
+    kept = choose_threshold(y, s, target_fpr=4e-4, confidence=0.95)
+    k_point = int((s[y == 0] >= point["threshold"]).sum())
+    assert point["fpr"] == pytest.approx(k_point / 50_000) and point["fpr"] <= 4e-4
+    assert point["fpr_upper"] == pytest.approx(rate_upper_bound(k_point, 50_000)) and point["fpr_upper"] > 4e-4
+    k_kept = int((s[y == 0] >= kept["threshold"]).sum())
+    assert kept["fpr_upper"] == pytest.approx(rate_upper_bound(k_kept, 50_000)) and kept["fpr_upper"] <= 4e-4
+    # the loosest such threshold: one more false positive would break the bound
+    assert rate_upper_bound(k_kept + 1, 50_000) > 4e-4
+    assert kept["target_met"] and kept["threshold"] > point["threshold"] and kept["tpr"] < point["tpr"]
+    # weighted healthy events count by their Kish effective number: 10× weights on a tenth the draws
+    few = np.r_[np.flatnonzero(y == 0)[::10], np.flatnonzero(y == 1)]
+    w = np.where(y[few] == 0, 10.0, 1.0)
+    sparse = choose_threshold(y[few], s[few], target_fpr=4e-4, sample_weight=w, confidence=0.95)
+    assert sparse["fpr_upper"] == pytest.approx(rate_upper_bound(sparse["fpr"] * 5_000, 5_000))
+    # 1,000 healthy events cannot bound a 4e-4 rate (zero of 1,000 leaves up to 3e-3): strictest point, not met
+    tiny = choose_threshold(y[::50], s[::50], target_fpr=4e-4, confidence=0.95)
+    assert not tiny["target_met"] and tiny["fpr"] == 0.0
+    with pytest.raises(ValueError, match="confidence"):
+        choose_threshold(y, s, target_fpr=4e-4, confidence=1.5)

@@ -136,13 +136,16 @@ def voter_period_start(events: Events, fraction: float = 0.35) -> float:
 def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fraction: float = 0.5,
                 target_fpr: float | None = None, max_epochs: int = 400, patience: int = 40,
                 lr: float = 0.02, times: np.ndarray | None = None,
-                ok_weight: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
+                ok_weight: np.ndarray | None = None,
+                fpr_confidence: float | None = None) -> tuple[LstmVoter, dict[str, Any]]:
     """LSTM voter on ``(N, 6)`` network probabilities in vote order; train/validation split by
     time when ``times`` is given (else stratified random); class-balanced loss; threshold chosen
     on the validation ROC, reported with the validation failures and a Wilson 95 % interval.
 
     ``ok_weight`` (``(N,)``) weighs each healthy event in the false-positive rate by the
-    node-steps it stands for; 0 leaves it out of the rate (learned from only); ``None``: 1 each."""
+    node-steps it stands for; 0 leaves it out of the rate (learned from only); ``None``: 1 each.
+    ``fpr_confidence`` keeps ``target_fpr`` as a ceiling with that confidence (see
+    :func:`choose_threshold`)."""
     rng = np.random.default_rng(seed + 1)
     tr, va = (time_split(y, times, val_fraction) if times is not None
               else stratified_split(y, val_fraction, rng))
@@ -158,7 +161,7 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     if not (y[va] == 0).any():
         raise ValueError("no weighted healthy event in the voter's validation period to measure the fpr")
     scores = voter.vote(np.asarray(net_probs_seq)[va])   # as inference computes them
-    chosen = choose_threshold(y[va], scores, target_fpr, sample_weight=w[va])
+    chosen = choose_threshold(y[va], scores, target_fpr, sample_weight=w[va], confidence=fpr_confidence)
     k_fail, n_fail = int((scores[y[va] == 1] >= chosen["threshold"]).sum()), int(y[va].sum())
     ok_w = w[va][y[va] == 0]
     n_eff = int(round(ok_w.sum() ** 2 / (ok_w ** 2).sum()))   # Kish: the weighted rate's worth in draws
@@ -170,7 +173,8 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
 
 
 def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = None, voter_fraction: float = 0.35,
-                   mc_splits: int = 3, target_fpr: float | None = None, max_epochs: int = 300,
+                   mc_splits: int = 3, target_fpr: float | None = None, fpr_confidence: float | None = None,
+                   max_epochs: int = 300,
                    progress: Callable[[str], None] | None = None, split: str = "time",
                    augment: Events | None = None, rated: np.ndarray | None = None,
                    **info: Any) -> tuple[FailureEnsemble, dict]:
@@ -241,6 +245,7 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
         progress("LSTM voter")
     probs = ens.network_probabilities(voter_feats)
     voter, voter_report = train_voter(probs[:, list(ens.sequence)], voter_y, seed=seed, target_fpr=target_fpr,
+                                      fpr_confidence=fpr_confidence,
                                       times=voter_t if split == "time" else None,
                                       ok_weight=voter_weight)
     ens.voter = voter

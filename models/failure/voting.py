@@ -102,7 +102,8 @@ class LstmVoter(nn.Module):
         return 1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1]))
 
 
-def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_weight=None) -> dict[str, float]:
+def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_weight=None,
+                     confidence: float | None = None) -> dict[str, float]:
     """Decision threshold from the ROC curve of a validation set.
 
     ``target_fpr=None`` follows seed 000 (Fig. 4.11c): among the ROC points at the lowest
@@ -112,25 +113,48 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     cannot resolve the target, the strictest finite threshold (``target_met`` false).  A sample is positive when
     ``score >= threshold``; ``sample_weight`` weighs the events in the rates (see :func:`roc`).
 
+    ``confidence`` (with a ``target_fpr``) makes the target a ceiling kept with that confidence:
+    a point counts only when the one-sided exact upper bound of its fpr
+    (:func:`~hpcguard.models.metrics.rate_upper_bound`, on the healthy events' Kish effective
+    number) is ≤ target, so a threshold resting on one or two false positives is not taken
+    for the target's (its bound, ``fpr_upper``, is reported either way).
+
     >>> y = [0, 0, 0, 0, 1, 1, 1]
     >>> s = [0.1, 0.2, 0.3, 0.8, 0.7, 0.9, 0.95]
     >>> t = choose_threshold(y, s)
     >>> (t["threshold"], round(t["tpr"], 3), t["fpr"])
     (0.7, 1.0, 0.25)
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.r_[np.zeros(100_000), np.ones(200)]
+    >>> s = np.r_[rng.normal(0, 1, 100_000), rng.normal(3.5, 1, 200)]
+    >>> point = choose_threshold(y, s, target_fpr=2e-4)
+    >>> kept = choose_threshold(y, s, target_fpr=2e-4, confidence=0.95)
+    >>> round(point["fpr"] * 1e4, 1), round(point["fpr_upper"] * 1e4, 1)    # 17 of 100,000: up to 2.5e-4
+    (1.7, 2.5)
+    >>> round(kept["fpr"] * 1e4, 1), kept["fpr_upper"] <= 2e-4, kept["threshold"] > point["threshold"]
+    (1.2, True, True)
     """
-    from hpcguard.models.metrics import roc
+    from hpcguard.models.metrics import rate_upper_bound, roc
 
     curve = roc(y_true, scores, sample_weight)
     fpr, tpr, thr = curve["fpr"], curve["tpr"], curve["thresholds"]
     finite = np.isfinite(thr)
+    negative = np.asarray(y_true).ravel() == 0
+    w_ok = np.ones(int(negative.sum())) if sample_weight is None \
+        else np.asarray(sample_weight, dtype=float).ravel()[negative]
+    n_eff = float(w_ok.sum() ** 2 / max((w_ok ** 2).sum(), 1e-300))   # Kish: the weighted rate's worth in draws
+    bound = rate_upper_bound(fpr * n_eff, n_eff, 0.95 if confidence is None else confidence)
     if target_fpr is None:
         positive = fpr[fpr > 0]
         limit = positive.min() if positive.size else 0.0
     else:
         if not 0 <= target_fpr <= 1:
             raise ValueError(f"target_fpr must be in [0, 1], got {target_fpr}")
+        if confidence is not None and not 0 < confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence}")
         limit = float(target_fpr)
-    ok = finite & (fpr <= limit + 1e-15)
+    ok = finite & ((bound <= limit + 1e-15) if confidence is not None and target_fpr is not None
+                   else (fpr <= limit + 1e-15))
     met = bool(ok.any())
     if not met:  # too few healthy validation events for the target: take the strictest finite threshold
         if not finite.any():
@@ -139,4 +163,5 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     idx = np.flatnonzero(ok)
     best = idx[np.lexsort((fpr[idx], -tpr[idx]))[0]]
     return {"threshold": float(thr[best]), "tpr": float(tpr[best]), "fpr": float(fpr[best]),
-            "auc": curve["auc"], "target_fpr": target_fpr, "target_met": met}
+            "fpr_upper": float(bound[best]), "auc": curve["auc"], "target_fpr": target_fpr,
+            "confidence": confidence, "target_met": met}
