@@ -447,6 +447,8 @@ def train_failure(
     """
     from hpcguard.connectors.model_store import save_model
 
+    if fpr_confidence is not None and target_fpr is None:
+        fail("--fpr-confidence keeps a --target-fpr: give one (e.g. --target-fpr 2e-4)")
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
@@ -1173,6 +1175,8 @@ def evaluate_cross_profile(
     from hpcguard.connectors.model_store import code_digest, load_model, save_model
     from hpcguard.models.features import history_steps_of
 
+    if fpr_confidence is not None and target_fpr is None:
+        fail("--fpr-confidence keeps a --target-fpr: give one (e.g. --target-fpr 2e-4)")
     names = [p.strip() for p in profiles.split(",") if p.strip()]
     if len(names) < 2 or len(set(names)) != len(names):
         fail(f"--profiles needs at least two distinct profiles, got {profiles!r}")

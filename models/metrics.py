@@ -203,6 +203,18 @@ def poisson_interval(count: int, exposure: float, confidence: float = 0.95) -> t
     return float(low / exposure), float(high / exposure)
 
 
+def effective_count(weights) -> float:
+    """Kish's effective number of draws of a weighted sample, ``(Σw)² / Σw²``: what a rate over
+    events weighed by the node-steps each stands for is worth in uniform draws (0 when empty).
+
+    >>> effective_count([1.0] * 10), round(effective_count([10.0] * 5 + [1.0] * 5), 2)
+    (10.0, 5.99)
+    """
+    w = np.asarray(weights, dtype=float).ravel()
+    square = float((w ** 2).sum())
+    return float(w.sum() ** 2 / square) if square > 0 else 0.0
+
+
 def rate_upper_bound(count, trials, confidence: float = 0.95):
     """One-sided exact (Clopper–Pearson) upper bound of a proportion ``count / trials`` (scipy's
     ``beta``); vectorised, and ``count`` may be fractional (a weighted count on an effective number

@@ -573,6 +573,9 @@ def test_a_target_fpr_kept_with_confidence_says_when_the_history_cannot_bound_it
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(recorded / "x"),
                             "--target-fpr", "1e-4", "--fpr-confidence", "1.5"])
     assert r.exit_code != 0 and "--fpr-confidence" in r.output
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(recorded / "x"),
+                            "--fpr-confidence", "0.95"])
+    assert r.exit_code != 0 and "keeps a --target-fpr" in r.output and not (recorded / "x").exists()
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(recorded / "said"),
                             "--mc-splits", "1", "--calibration-ok", "1500", "--target-fpr", "0.3",
                             "--fpr-confidence", "0.9"])

@@ -97,3 +97,5 @@ def test_a_target_kept_with_confidence_needs_enough_healthy_events_under_it():
     assert not tiny["target_met"] and tiny["fpr"] == 0.0
     with pytest.raises(ValueError, match="confidence"):
         choose_threshold(y, s, target_fpr=4e-4, confidence=1.5)
+    with pytest.raises(ValueError, match="keeps a target_fpr"):
+        choose_threshold(y, s, confidence=0.95)

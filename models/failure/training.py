@@ -45,7 +45,7 @@ from hpcguard.models.failure.dataset import Events, impute, learn_imputation
 from hpcguard.models.failure.ensemble import FailureEnsemble
 from hpcguard.models.failure.networks import LeadNetwork
 from hpcguard.models.failure.voting import LstmVoter, choose_threshold
-from hpcguard.models.metrics import rates, wilson_interval
+from hpcguard.models.metrics import effective_count, rates, wilson_interval
 
 
 def stratified_split(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +164,7 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     chosen = choose_threshold(y[va], scores, target_fpr, sample_weight=w[va], confidence=fpr_confidence)
     k_fail, n_fail = int((scores[y[va] == 1] >= chosen["threshold"]).sum()), int(y[va].sum())
     ok_w = w[va][y[va] == 0]
-    n_eff = int(round(ok_w.sum() ** 2 / (ok_w ** 2).sum()))   # Kish: the weighted rate's worth in draws
+    n_eff = int(round(effective_count(ok_w)))   # the weighted rate's worth in uniform draws
     return voter, {"val_loss": loss, "epochs": epoch + 1, "train": int(tr.size), "validation": int(va.size),
                    "validation_failures": n_fail, "validation_ok": int(ok_w.size), "validation_ok_effective": n_eff,
                    "split": "time" if times is not None else "stratified",

@@ -134,17 +134,18 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     >>> round(kept["fpr"] * 1e4, 1), kept["fpr_upper"] <= 2e-4, kept["threshold"] > point["threshold"]
     (1.2, True, True)
     """
-    from hpcguard.models.metrics import rate_upper_bound, roc
+    from hpcguard.models.metrics import effective_count, rate_upper_bound, roc
 
     curve = roc(y_true, scores, sample_weight)
     fpr, tpr, thr = curve["fpr"], curve["tpr"], curve["thresholds"]
     finite = np.isfinite(thr)
     negative = np.asarray(y_true).ravel() == 0
-    w_ok = np.ones(int(negative.sum())) if sample_weight is None \
-        else np.asarray(sample_weight, dtype=float).ravel()[negative]
-    n_eff = float(w_ok.sum() ** 2 / max((w_ok ** 2).sum(), 1e-300))   # Kish: the weighted rate's worth in draws
+    n_eff = effective_count(np.ones(int(negative.sum())) if sample_weight is None
+                            else np.asarray(sample_weight, dtype=float).ravel()[negative])
     bound = rate_upper_bound(fpr * n_eff, n_eff, 0.95 if confidence is None else confidence)
     if target_fpr is None:
+        if confidence is not None:
+            raise ValueError("a confidence keeps a target_fpr: give one")
         positive = fpr[fpr > 0]
         limit = positive.min() if positive.size else 0.0
     else:
