@@ -45,7 +45,7 @@ from hpcguard.models.failure.dataset import Events, impute, learn_imputation
 from hpcguard.models.failure.ensemble import FailureEnsemble
 from hpcguard.models.failure.networks import LeadNetwork
 from hpcguard.models.failure.voting import LstmVoter, choose_threshold
-from hpcguard.models.metrics import effective_count, rates, wilson_interval
+from hpcguard.models.metrics import rates, wilson_interval
 
 
 def stratified_split(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -163,10 +163,9 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     scores = voter.vote(np.asarray(net_probs_seq)[va])   # as inference computes them
     chosen = choose_threshold(y[va], scores, target_fpr, sample_weight=w[va], confidence=fpr_confidence)
     k_fail, n_fail = int((scores[y[va] == 1] >= chosen["threshold"]).sum()), int(y[va].sum())
-    ok_w = w[va][y[va] == 0]
-    n_eff = int(round(effective_count(ok_w)))   # the weighted rate's worth in uniform draws
+    n_ok, n_eff = int((y[va] == 0).sum()), int(round(chosen.pop("ok_effective")))   # the rate's worth in uniform draws
     return voter, {"val_loss": loss, "epochs": epoch + 1, "train": int(tr.size), "validation": int(va.size),
-                   "validation_failures": n_fail, "validation_ok": int(ok_w.size), "validation_ok_effective": n_eff,
+                   "validation_failures": n_fail, "validation_ok": n_ok, "validation_ok_effective": n_eff,
                    "split": "time" if times is not None else "stratified",
                    "tpr_ci95": list(wilson_interval(k_fail, n_fail)),
                    "fpr_ci95": list(wilson_interval(round(chosen["fpr"] * n_eff), n_eff)), **chosen}

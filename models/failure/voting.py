@@ -117,7 +117,8 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     a point counts only when the one-sided exact upper bound of its fpr
     (:func:`~hpcguard.models.metrics.rate_upper_bound`, on the healthy events' Kish effective
     number) is ≤ target, so a threshold resting on one or two false positives is not taken
-    for the target's (its bound, ``fpr_upper``, is reported either way).
+    for the target's (its bound, ``fpr_upper``, is reported either way, at 95 % without a
+    confidence, with the effective number it rests on, ``ok_effective``).
 
     >>> y = [0, 0, 0, 0, 1, 1, 1]
     >>> s = [0.1, 0.2, 0.3, 0.8, 0.7, 0.9, 0.95]
@@ -142,7 +143,8 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     negative = np.asarray(y_true).ravel() == 0
     n_eff = effective_count(np.ones(int(negative.sum())) if sample_weight is None
                             else np.asarray(sample_weight, dtype=float).ravel()[negative])
-    bound = rate_upper_bound(fpr * n_eff, n_eff, 0.95 if confidence is None else confidence)
+    kept = confidence is not None and target_fpr is not None
+    bound = rate_upper_bound(fpr * n_eff, n_eff, confidence) if kept else None   # every point's, to choose by
     if target_fpr is None:
         if confidence is not None:
             raise ValueError("a confidence keeps a target_fpr: give one")
@@ -154,8 +156,7 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
         if confidence is not None and not 0 < confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {confidence}")
         limit = float(target_fpr)
-    ok = finite & ((bound <= limit + 1e-15) if confidence is not None and target_fpr is not None
-                   else (fpr <= limit + 1e-15))
+    ok = finite & ((bound <= limit + 1e-15) if kept else (fpr <= limit + 1e-15))
     met = bool(ok.any())
     if not met:  # too few healthy validation events for the target: take the strictest finite threshold
         if not finite.any():
@@ -164,5 +165,6 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     idx = np.flatnonzero(ok)
     best = idx[np.lexsort((fpr[idx], -tpr[idx]))[0]]
     return {"threshold": float(thr[best]), "tpr": float(tpr[best]), "fpr": float(fpr[best]),
-            "fpr_upper": float(bound[best]), "auc": curve["auc"], "target_fpr": target_fpr,
+            "fpr_upper": float(bound[best] if kept else rate_upper_bound(fpr[best] * n_eff, n_eff, 0.95)),
+            "ok_effective": round(n_eff, 1), "auc": curve["auc"], "target_fpr": target_fpr,
             "confidence": confidence, "target_met": met}
