@@ -344,8 +344,9 @@ def train_model(history_dir: str, model_dir: str, seed: int, detector: str = "ba
         return train_baseline_model([history_dir], model_dir, sensor_map=sensor_map)
     if detector != "ensemble":
         raise ValueError(f"unknown detector {detector!r}: baseline or ensemble")
+    # seed 000's system: its feature set and setting (a site's default borrows 24 simulated histories)
     argv = [sys.executable, "-m", "hpcguard", "train", "failure", "--data", history_dir, "--out", model_dir,
-            "--seed", str(seed), "--json"] + (["--sensor-map", sensor_map] if sensor_map else [])
+            "--features", "paper", "--seed", str(seed), "--json"] + (["--sensor-map", sensor_map] if sensor_map else [])
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"training the failure ensemble failed: {done.stderr.strip()[-2000:]}")

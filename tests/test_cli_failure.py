@@ -73,7 +73,8 @@ def recorded(tmp_path, monkeypatch):
 
 def test_train_then_evaluate_writes_model_and_report(recorded):
     model = recorded / "model"
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(recorded / "train"), "--out", str(model),
                             "--seed", "0", "--mc-splits", "2", "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
@@ -92,6 +93,10 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert (model / "weights.pt").is_file() and (model / "metrics.json").is_file()
     # the threshold's fpr comes with the upper bound its healthy events allow
     assert summary["fpr"] <= summary["fpr_upper"] <= 1 and "fpr_confidence" not in meta
+    # --features paper keeps seed 000's setting where an option is not given
+    assert summary["setting"] == {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 1500,
+                                  "persistence": 1, "mc_splits": 2, "simulated_prior": 0, "defaults": "paper"}
+    assert meta["target_fpr"] is None and meta["persistence"] == 1 and meta["simulated_prior"] is None
 
     report = recorded / "report"
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
@@ -216,7 +221,8 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
 
 def test_threshold_set_for_a_false_alarm_budget_is_what_the_worker_then_raises(recorded):
     model, calibrated = recorded / "model", recorded / "calibrated"
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(recorded / "train"), "--out", str(model),
                             "--mc-splits", "2", "--calibration-ok", "1500", "--persistence", "2", "--json"])
     assert r.exit_code == 0, r.output
     before = json.loads(r.stdout)
@@ -270,7 +276,8 @@ def test_threshold_set_for_a_false_alarm_budget_is_what_the_worker_then_raises(r
 def test_site_features_train_and_evaluate_through_the_streaming_predictor(recorded):
     model = recorded / "site"
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
-                            "--features", "site", "--persistence", "2", "--mc-splits", "1",
+                            "--features", "site", "--persistence", "2", "--target-fpr", "none", "--simulated-prior", "0",
+                            "--mc-splits", "1",
                             "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["history_steps"] == 176 + 1 + 20        # history, persistence, lead shift
@@ -286,7 +293,8 @@ def _train_and_evaluate_learned(recorded, features: str):
     """Train a model of a learned feature set on the train history, evaluate it on the test one."""
     model = recorded / features
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
-                            "--features", features, "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
+                            "--features", features, "--target-fpr", "none", "--simulated-prior", "0",
+                            "--persistence", "1", "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
     assert summary["features"] == features and summary["history_steps"] == 96 + 20
@@ -321,11 +329,13 @@ def test_trees_features_train_and_evaluate_through_the_streaming_predictor(recor
 
 
 def test_a_wholly_missing_sensor_is_refused_not_imputed(recorded):
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "no_psu"), "--out", str(recorded / "m"),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(recorded / "no_psu"), "--out", str(recorded / "m"),
                             "--mc-splits", "1", "--calibration-ok", "500"])
     assert r.exit_code == 2 and "psu_temp" in r.output and "--allow-missing" in r.output
     assert not (recorded / "m").exists()
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "no_psu"), "--out", str(recorded / "m"),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(recorded / "no_psu"), "--out", str(recorded / "m"),
                             "--mc-splits", "1", "--calibration-ok", "500", "--allow-missing", "psu_temp", "--json"])
     assert r.exit_code == 0, r.output
     meta = json.loads((recorded / "m" / "manifest.json").read_text())["metadata"]
@@ -333,7 +343,7 @@ def test_a_wholly_missing_sensor_is_refused_not_imputed(recorded):
 
 
 def test_low_coverage_warns_naming_sensor_and_nodes(recorded):
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "patchy_volt"), "--out",
+    r = runner.invoke(app, ["train", "failure", "--features", "paper", "--data", str(recorded / "patchy_volt"), "--out",
                             str(recorded / "m2"), "--mc-splits", "1", "--calibration-ok", "500", "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
@@ -355,7 +365,8 @@ def test_end_to_end_on_simulated_recordings(tmp_path):
 
     for seed in (1, 2):
         simulate_telemetry(str(tmp_path / f"sim{seed}"), nodes=8, hours=3, seed=seed, mtbf_hours=0.5)
-    r = runner.invoke(app, ["train", "failure", "--data", str(tmp_path / "sim1"), "--out", str(tmp_path / "m"),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(tmp_path / "sim1"), "--out", str(tmp_path / "m"),
                             "--mc-splits", "1", "--calibration-ok", "400", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["failures"] >= 4
@@ -472,7 +483,8 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
     monkeypatch.setattr(training, "train_ensemble", rated_spy)
     site = tmp_path / "site"                                       # 6 nodes: told apart from the 8-node prior
     simulate_telemetry(str(site), nodes=6, hours=3, seed=5, mtbf_hours=0.5, io=False)
-    base = ["train", "failure", "--data", str(site), "--mc-splits", "1", "--calibration-ok", "400", "--json"]
+    base = ["train", "failure", "--features", "paper",
+            "--data", str(site), "--mc-splits", "1", "--calibration-ok", "400", "--json"]
     r = runner.invoke(app, base + ["--out", str(tmp_path / "own")])
     assert r.exit_code == 0, r.output
     own = json.loads(r.stdout)
@@ -556,11 +568,43 @@ def test_a_loaded_history_survives_the_prior_cache(tmp_path, recorded):
     np.testing.assert_array_equal(back.precursor, rec.precursor)
 
 
+def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(recorded):
+    """No --features: the trees, the vote's fpr kept under 2e-4 with 95 % confidence, persistence 2; what a
+    site gives wins, and what it gives wrong is refused before anything is trained."""
+    model = recorded / "site-default"
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+                            "--simulated-prior", "0", "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert summary["features"] == "trees" and summary["setting"] == {
+        "target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 1500, "persistence": 2, "mc_splits": 1,
+        "simulated_prior": 0, "defaults": "site"}
+    meta = json.loads((model / "manifest.json").read_text())["metadata"]
+    assert (meta["target_fpr"], meta["fpr_confidence"], meta["persistence"]) == (2e-4, 0.95, 2)
+    # ~750 healthy validation draws cannot bound 2e-4: said, with the calibration that would
+    assert any("--calibration-ok 300000" in n for n in summary["notes"]), summary["notes"]
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model / "seed-rule"),
+                            "--simulated-prior", "0", "--mc-splits", "1", "--calibration-ok", "1500",
+                            "--target-fpr", "none"])
+    assert r.exit_code == 0, r.output
+    assert "target fpr none (seed 000's rule)" in r.stdout and "persistence 2" in r.stdout
+    meta = json.loads((model / "seed-rule" / "manifest.json").read_text())["metadata"]
+    assert meta["target_fpr"] is None and "fpr_confidence" not in meta and meta["features"] == "trees"
+    for bad, said in ((["--target-fpr", "often"], "takes a rate"), (["--target-fpr", "2"], "in [0, 1]"),
+                      (["--fpr-confidence", "0.3"], "0 (the point estimate) or in [0.5, 0.999]"),
+                      (["--target-fpr", "none", "--fpr-confidence", "0.9"], "keeps a --target-fpr")):
+        r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out",
+                                str(recorded / "refused"), "--simulated-prior", "0"] + bad)
+        assert r.exit_code != 0 and said in r.output, (bad, r.output)
+        assert not (recorded / "refused").exists()
+
+
 def test_a_target_fpr_kept_with_confidence_says_when_the_history_cannot_bound_it(recorded):
     """1,500 healthy validation draws cannot keep fpr <= 1e-4 at 95 %: the strictest threshold, and a note
     naming the calibration that would; the option is part of the model's identity."""
     model = recorded / "kept"
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(recorded / "train"), "--out", str(model),
                             "--seed", "0", "--mc-splits", "1", "--calibration-ok", "1500", "--target-fpr", "1e-4",
                             "--fpr-confidence", "0.95", "--json"])
     assert r.exit_code == 0, r.output
@@ -570,13 +614,16 @@ def test_a_target_fpr_kept_with_confidence_says_when_the_history_cannot_bound_it
                for n in summary["notes"]), summary["notes"]
     meta = json.loads((model / "manifest.json").read_text())["metadata"]
     assert meta["fpr_confidence"] == 0.95 and meta["target_fpr"] == 1e-4
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(recorded / "x"),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(recorded / "train"), "--out", str(recorded / "x"),
                             "--target-fpr", "1e-4", "--fpr-confidence", "1.5"])
     assert r.exit_code != 0 and "--fpr-confidence" in r.output
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(recorded / "x"),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(recorded / "train"), "--out", str(recorded / "x"),
                             "--fpr-confidence", "0.95"])
     assert r.exit_code != 0 and "keeps a --target-fpr" in r.output and not (recorded / "x").exists()
-    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(recorded / "said"),
+    r = runner.invoke(app, ["train", "failure", "--features", "paper",
+                            "--data", str(recorded / "train"), "--out", str(recorded / "said"),
                             "--mc-splits", "1", "--calibration-ok", "1500", "--target-fpr", "0.3",
                             "--fpr-confidence", "0.9"])
     assert r.exit_code == 0, r.output
