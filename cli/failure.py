@@ -491,8 +491,8 @@ def train_failure(
 
     Coverage per canonical sensor is printed (warnings below 50 % name the sensor and the
     nodes/hardware groups); a sensor with no value at all is refused unless --allow-missing.
-    Options not given take the feature set's defaults (see --features); the report's
-    ``setting`` says what was used.
+    Options not given take the feature set's defaults (see --features); the JSON report's
+    'setting' and the printed sentence say what was used.
     """
     from hpcguard.connectors.model_store import save_model
 
