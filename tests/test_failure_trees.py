@@ -67,6 +67,7 @@ def test_a_rows_score_does_not_depend_on_its_batch():
     stats = feature_set("robust")(h)
     _, two_leads = fit_trees(np.stack([stats, stats], axis=1), y, seed=0)   # each event through two histories
     assert (two_leads["events"], two_leads["failures"], two_leads["histories"]) == (300, 60, 600)
+    assert report["min_samples_leaf"] == two_leads["min_samples_leaf"] == 20     # a small fit keeps the floor
     fs = trees_feature_set(trees)
     batch = fs(h)
     assert batch.shape == (300, 1)
@@ -118,3 +119,20 @@ def test_the_networks_read_the_trees_and_the_model_round_trips(trees_model, tmp_
     h = np.stack([v0[n, 500:500 + HISTORY_STEPS] for n in range(v0.shape[0])])
     a, b = ens.predict_windows(h), loaded.predict_windows(h)
     assert np.array_equal(a.vote_probability, b.vote_probability) and np.array_equal(a.warn, b.warn)
+
+
+def test_a_leaf_holds_a_share_of_the_rows(monkeypatch):
+    """Leaves scale with the rows fitted on (a thousandth by default): 300 rows at a share of 0.1 give
+    leaves of at least 30 rows, so no tree has more than 10."""
+    from hpcguard.models.failure import trees as module
+
+    rng = np.random.default_rng(2)
+    stats = rng.normal(size=(300, 100))
+    y = (rng.random(300) < 0.3).astype(np.int8)
+    stats[y == 1, :5] += 1.0
+    _, loose = fit_trees(stats, y, seed=0)
+    monkeypatch.setattr(module, "MIN_LEAF_SHARE", 0.1)
+    strict, report = fit_trees(stats, y, seed=0)
+    assert loose["min_samples_leaf"] == 20 and report["min_samples_leaf"] == 30
+    leaves = np.bincount(np.searchsorted(strict.roots, np.flatnonzero(strict.leaf), side="right") - 1)
+    assert leaves.size == strict.roots.size and leaves.max() <= 10
