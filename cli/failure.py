@@ -273,7 +273,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     import torch
 
     from hpcguard import __version__
-    from hpcguard.connectors.model_store import digest_dirs, digest_files
+    from hpcguard.connectors.model_store import code_digest, digest_dirs, digest_files
     from hpcguard.models.failure.dataset import Events, build_events
     from hpcguard.models.failure.training import train_ensemble, voter_period_start
     from hpcguard.models.features import LEARNED_FEATURE_SETS, feature_set
@@ -352,14 +352,17 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
         digest = hashlib.sha256(f"{digest}|{digest_files(prior_files)}".encode()).hexdigest()
     map_digest = mapping.digest
     # every option that changes the weights or the threshold, recorded in the manifest and digested
-    # into the version: two different models never share one
+    # into the version with the data, the mapping and the model code (a statistic added to a feature
+    # set changes what the same data trains): two different models never share one
+    model_code = code_digest()
     options = {"features": fs.name, "history_steps": ensemble.history_steps, "persistence": persistence,
                "lead_shift": lead_shift,
                "positive_shifts": positive_shifts, "seed": seed, "ok_ratio": ok_ratio,
                "calibration_ok": calibration_ok, "target_fpr": target_fpr, "mc_splits": mc_splits,
                **({"fpr_confidence": fpr_confidence} if fpr_confidence is not None else {}),
                "train_on_look_alikes": hard_negatives, "allow_missing": sorted(allow_missing)}
-    tag = hashlib.sha256(f"{digest}|{map_digest}|{json.dumps(options, sort_keys=True)}".encode()).hexdigest()[:12]
+    tag = hashlib.sha256(f"{digest}|{map_digest}|{model_code}|{json.dumps(options, sort_keys=True)}"
+                         .encode()).hexdigest()[:12]
     ensemble.version = f"failure-ensemble-{fs.name}-{tag}-s{seed}"
     lstm = {k: report["voter"][k] for k in ("threshold", "tpr", "fpr", "auc", "validation_failures",
                                              "validation_ok", "validation_ok_effective", "tpr_ci95", "fpr_ci95",
@@ -369,7 +372,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                                           for r in report["networks"]], "training": report}
     meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data[:own]],
             "simulated_prior_files": [str(f.resolve()) for f in prior_files],
-            "training_data_sha256": digest, "sensor_map_sha256": map_digest, **options,
+            "training_data_sha256": digest, "sensor_map_sha256": map_digest, "model_code": model_code, **options,
             "coverage": coverage["shares"], "coverage_warnings": coverage["warnings"],
             "missing_sensors": [s for s, share in coverage["shares"].items() if not share],
             "hard_negatives": int(events.hard.sum()),
@@ -433,9 +436,10 @@ def train_failure(
                                  "--calibration-ok 20000 --mc-splits 3 --persistence 1, no --target-fpr, no "
                                  "prior); 'site' (each sensor against the node's own 40-minute trailing "
                                  "baseline); 'robust' (median/MAD of a 20-minute baseline, levels, single-poll "
-                                 "jumps, pace; 100 inputs); 'conv' (the robust history as a sequence through a "
-                                 "convolutional encoder fitted with the model: 144 inputs; needs thousands of "
-                                 "training failures, e.g. --simulated-prior 24); 'trees' (gradient-boosted "
+                                 "jumps, pace, curve, minutes to full; 120 inputs); 'conv' (the robust history "
+                                 "as a sequence through a convolutional encoder fitted with the model: 144 "
+                                 "inputs; needs thousands of training failures, e.g. --simulated-prior 24); "
+                                 "'trees' (gradient-boosted "
                                  "trees over the robust statistics, fitted with the model: their log-odds is "
                                  "each network's input; the default). Every set but 'paper' defaults to the "
                                  "setting measured on a held-out site: --target-fpr 2e-4 --fpr-confidence 0.95 "

@@ -14,12 +14,13 @@ streaming worker (any partition) computes exactly what the offline scan computes
   own trailing baseline (the 40 minutes before the last 4-minute window), so per-node
   and per-fan baselines, hardware generations and units drop out: see
   :func:`baseline_features`.
-* ``robust`` — 100 inputs: every sensor against the median and MAD of the node's own
+* ``robust`` — 120 inputs: every sensor against the median and MAD of the node's own
   20-minute trailing baseline (a scale floor of 1 % of the level keeps flat sensors
   quiet), plus the sensor's level (percent sensors: the percentage itself, so a memory
   leak toward 100 % differs from a job's usual footprint; others: the relative change
-  from the baseline median), the largest single-poll jump and the window's pace (change
-  per minute in the sensor's own units): see :func:`robust_features`.
+  from the baseline median), the largest single-poll jump, the window's pace (change
+  per minute in the sensor's own units), its curve (whether the change speeds up) and,
+  for percent sensors, the minutes until 100 % at that pace: see :func:`robust_features`.
 * ``conv`` — learned: the ``robust`` history as a sequence (:func:`sequence_inputs`: every
   step's robust z, missing mask and percentage level) through a small convolutional
   encoder fitted on the training failures (``models.failure.encoder``), whose 144 pooled
@@ -59,7 +60,7 @@ IO_STATISTICS: tuple[str, ...] = ("min", "max", "median", "mean", "var", "std") 
 FEATURE_NAMES: tuple[str, ...] = tuple(f"{s}.{st}" for s in CANONICAL_SENSORS for st in STATISTICS)
 BASELINE_STATISTICS: tuple[str, ...] = ("z_mean", "z_last", "z_max", "z_min", "z_slope", "spike_excess", "missing")
 ROBUST_STATISTICS: tuple[str, ...] = ("z_mean", "z_last", "z_max", "z_min", "z_rise", "spike_excess", "level",
-                                       "jump", "pace", "missing")
+                                       "jump", "pace", "curve", "full_in", "missing")
 PERCENT_SENSORS = np.isin(CANONICAL_SENSORS, ("cpu_user", "disk_usage", "mem_usage"))
 WINDOW_STEPS = 16          # the 4-minute window of seed 000
 BASELINE_STEPS = 160       # 40 minutes of trailing baseline before it (site feature set)
@@ -67,6 +68,7 @@ ROBUST_BASELINE_STEPS = 80  # 20 minutes of trailing baseline (robust feature se
 SCALE_FLOOR = 0.01         # robust set: a baseline scale is at least 1 % of the sensor's level
 Z_CLIP = 20.0              # a reading 20 baseline scales away is already unmistakable
 SPIKE_Z = 4.0
+FULL_IN_MINUTES = 100.0  # robust set: "full in" is capped here (a flat or falling percent sensor)
 
 
 def window_features(windows: np.ndarray) -> np.ndarray:
@@ -181,7 +183,7 @@ def _robust_baseline(base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np.ndarray:
-    """Ten per-sensor features of the last ``window_steps`` against a robust trailing baseline.
+    """Twelve per-sensor features of the last ``window_steps`` against a robust trailing baseline.
 
     With the baseline's median ``m`` and scale ``s = max(1.4826 MAD, 1 % |m| + 1e-3)``
     (a median/MAD baseline is not dragged by one job start inside it), ``z = (x − m) / s``
@@ -197,16 +199,23 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
     first minute's, per minute, in the sensor's own units: percent sensors in points / 100,
     others relative to ``m``, clipped to ±5; the z statistics saturate at ±20 scales, so a
     leak creeping up 4 points a minute and a job filling RAM 16 a minute would read alike),
+    ``curve`` (the change between the window's last two minutes' means minus the change between
+    its first two, in the same units as ``pace``, clipped to ±5: a leak speeds up toward 100 %
+    while a job fills RAM at an even pace and levels off), ``full_in`` (percent sensors: minutes
+    until 100 % at the window's pace, ``(1 − level) / pace``, capped at 100, which is also its
+    value when the sensor is flat, falling or unknown; other sensors 0),
     ``missing`` (share of window steps without a value).  Features with nothing to compute
-    them from are 0 and ``missing`` says so.
+    them from are 0 (``full_in`` its cap) and ``missing`` says so.
 
     >>> import numpy as np
     >>> h = np.full((1, 96, 10), 50.0)
     >>> h[0, :, :] += np.random.default_rng(0).normal(0, 0.5, (96, 10))
     >>> h[0, -16:, 7] = np.linspace(50, 98, 16)        # memory climbing toward 100 %
-    >>> f = robust_features(h).reshape(10, 10)
+    >>> f = robust_features(h).reshape(10, 12)
     >>> bool(f[7, 1] == 20.0), round(float(f[7, 6]), 2), bool(abs(f[0, 1]) < 4)
     (True, 0.96, True)
+    >>> round(float(f[7, 10]), 2), float(f[5, 10]), float(f[0, 10])   # full_in: memory, flat cpu_user, a temperature
+    (0.28, 100.0, 0.0)
     """
     x = np.asarray(windows, dtype=float)
     if x.ndim < 2 or x.shape[-2] <= window_steps + 1:
@@ -230,12 +239,18 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
         # relative to m): unlike the z statistics it does not saturate, so a slow climb and a fast one differ
         minutes = (window_steps - 4) / 4.0
         change = np.nanmean(win[..., -4:, :], axis=-2) - np.nanmean(win[..., :4, :], axis=-2)
-        pace = np.clip(np.where(PERCENT_SENSORS, change / 100.0, change / (np.abs(med) + 1e-3)) / minutes, -5, 5)
+        unit = np.where(PERCENT_SENSORS, 100.0, np.abs(med) + 1e-3)
+        pace = np.clip(change / unit / minutes, -5, 5)
+        minute = [np.nanmean(win[..., a:a + 4, :], axis=-2) for a in (0, 4, window_steps - 8, window_steps - 4)]
+        curve = np.clip(((minute[3] - minute[2]) - (minute[1] - minute[0])) / unit, -5, 5)
+        full_in = np.clip((1.0 - last / 100.0) / np.maximum(pace, 1e-4), 0.0, FULL_IN_MINUTES)
+        # an unknown level or pace is no sign of filling up: read as the cap, and ``missing`` says why
+        full_in = np.where(PERCENT_SENSORS, np.where(np.isnan(full_in), FULL_IN_MINUTES, full_in), 0.0)
         stats = np.stack([
             np.nanmean(z, axis=-2), z_last, np.nanmax(z, axis=-2), np.nanmin(z, axis=-2),
             np.clip(z_last - np.nanmean(z[..., :4, :], axis=-2), -2 * Z_CLIP, 2 * Z_CLIP),
-            spikes_w - spikes_b, level, jump, pace, 1.0 - n / window_steps,
-        ], axis=-1)                                                                     # (..., S, 10)
+            spikes_w - spikes_b, level, jump, pace, curve, full_in, 1.0 - n / window_steps,
+        ], axis=-1)                                                                     # (..., S, 12)
     stats = np.nan_to_num(stats, nan=0.0)
     return stats.reshape(*stats.shape[:-2], -1)
 
@@ -314,7 +329,8 @@ FEATURE_SETS: dict[str, FeatureSet] = {
                        "missing mask over the last 4 minutes"),
     "robust": FeatureSet("robust", ROBUST_BASELINE_STEPS + WINDOW_STEPS, robust_features, ROBUST_STATISTICS,
                          "per-sensor robust z (median/MAD of the node's own 20-minute trailing baseline), rise, "
-                         "spikes, level, largest single-poll jump, missing mask over the last 4 minutes"),
+                         "spikes, level, largest single-poll jump, pace, curve, minutes to full, missing mask "
+                         "over the last 4 minutes"),
 }
 
 

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from hpcguard.cli import app
 from hpcguard.cli import failure as cli_failure
+from hpcguard.connectors import model_store
 from hpcguard.connectors.coverage import coverage_of_grid
 from hpcguard.connectors.model_store import load_model
 from hpcguard.models.failure.dataset import healthy_mask
@@ -71,11 +72,11 @@ def recorded(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_train_then_evaluate_writes_model_and_report(recorded):
+def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
     model = recorded / "model"
-    r = runner.invoke(app, ["train", "failure", "--features", "paper",
-                            "--data", str(recorded / "train"), "--out", str(model),
-                            "--seed", "0", "--mc-splits", "2", "--calibration-ok", "1500", "--json"])
+    train = ["train", "failure", "--features", "paper", "--data", str(recorded / "train"),
+             "--seed", "0", "--mc-splits", "2", "--calibration-ok", "1500", "--json"]
+    r = runner.invoke(app, train + ["--out", str(model)])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
     assert summary["failures"] > 0 and 0 <= summary["lstm_threshold"] <= 1
@@ -89,6 +90,7 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert manifest["features"] == "paper" and manifest["lead_shift"] and manifest["history_steps"] == 16 + 20
     meta = manifest["metadata"]
     assert len(meta["training_data_sha256"]) == 64 and len(manifest["sensors"]) == 10
+    assert meta["model_code"] == model_store.code_digest()
     assert len(meta["sensor_map_sha256"]) == 64 and set(meta["coverage"]) == set(manifest["sensors"])
     assert (model / "weights.pt").is_file() and (model / "metrics.json").is_file()
     # the threshold's fpr comes with the upper bound its healthy events allow
@@ -97,6 +99,11 @@ def test_train_then_evaluate_writes_model_and_report(recorded):
     assert summary["setting"] == {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 1500,
                                   "persistence": 1, "mc_splits": 2, "simulated_prior": 0, "defaults": "paper"}
     assert meta["target_fpr"] is None and meta["persistence"] == 1 and meta["simulated_prior"] is None
+    # the same data and options through other model code (a statistic added to a feature set): another version
+    monkeypatch.setattr(model_store, "code_digest", lambda: "0" * 12)
+    r = runner.invoke(app, train + ["--out", str(recorded / "other-code")])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["version"] != summary["version"]
 
     report = recorded / "report"
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),

@@ -127,7 +127,7 @@ def test_a_leaf_holds_a_share_of_the_rows(monkeypatch):
     from hpcguard.models.failure import trees as module
 
     rng = np.random.default_rng(2)
-    stats = rng.normal(size=(300, 100))
+    stats = rng.normal(size=(300, len(feature_set("robust").feature_names)))
     y = (rng.random(300) < 0.3).astype(np.int8)
     stats[y == 1, :5] += 1.0
     _, loose = fit_trees(stats, y, seed=0)

@@ -122,8 +122,10 @@ def test_robust_features_ignore_per_node_offsets_and_mark_missing():
     z = slice(0, 6)                                  # z features do not move with a per-node offset
     assert np.allclose(f[..., z], shifted[..., z], atol=0.2)
     missing = list(FEATURE_SETS["robust"].statistics).index("missing")
-    assert f[1, 6, missing] == 1.0 and np.all(f[1, 6, :missing] == 0.0) and not np.isnan(f).any()
-    assert len(FEATURE_SETS["robust"].feature_names) == 100
+    full_in = list(FEATURE_SETS["robust"].statistics).index("full_in")
+    assert f[1, 6, missing] == 1.0 and f[1, 6, full_in] == 100.0 and not np.isnan(f).any()
+    assert np.all(np.delete(f[1, 6], [full_in, missing]) == 0.0)
+    assert len(FEATURE_SETS["robust"].feature_names) == 120
 
 
 def test_robust_pace_tells_a_slow_climb_from_a_fast_one_where_the_z_statistics_saturate():
@@ -145,6 +147,29 @@ def test_robust_pace_tells_a_slow_climb_from_a_fast_one_where_the_z_statistics_s
     assert f[1, 7, pace] == pytest.approx(4 * f[0, 7, pace], rel=0.02)
     assert f[2, 1, pace] == pytest.approx(-700 * 12 / 15 / 3 / 7000, rel=0.05)  # others: relative to the baseline
     assert abs(f[0, 0, pace]) < 0.002                                            # a steady sensor: no pace
+
+
+def test_robust_curve_tells_a_leak_speeding_up_from_a_job_filling_ram_evenly():
+    """All three reach about the same level; a leak speeds up toward 100 % (positive curve), a job
+    fills RAM at an even pace (none) or fills it and holds it (negative).  ``full_in`` is the
+    minutes until 100 % at the window's pace; a flat or unknown percent sensor is never read as
+    filling up."""
+    rng = np.random.default_rng(3)
+    h = rng.normal(50.0, 0.5, size=(4, FEATURE_SETS["robust"].history_steps, 10))
+    h[:, :, 7] = rng.normal(60.0, 0.3, size=h.shape[:2])
+    x = np.linspace(0.0, 1.0, 16)
+    h[0, -16:, 7] = 60.0 + 33.0 * x ** 2                      # leak: 60 % → 93 %, speeding up
+    h[1, -16:, 7] = 60.0 + 33.0 * x                           # job filling RAM evenly: 60 % → 93 %
+    h[2, -16:, 7] = np.minimum(60.0 + 33.0 * x / 0.6, 93.0)   # job that filled RAM and holds it
+    h[3, -16:, 7] = np.nan                                    # memory not reported in the window
+    f = _robust(h)
+    names = list(FEATURE_SETS["robust"].statistics)
+    curve, full_in, level = names.index("curve"), names.index("full_in"), names.index("level")
+    assert f[:3, 7, level] == pytest.approx([0.91, 0.92, 0.93], abs=0.01)
+    assert f[0, 7, curve] > 0.05 and abs(f[1, 7, curve]) < 1e-9 and f[2, 7, curve] < -0.05
+    assert np.all(f[:3, 7, full_in] < 2.0) and f[3, 7, full_in] == 100.0     # about a minute at their pace
+    assert np.all(f[:, 5, full_in] == 100.0)                                   # cpu_user flat at 50 %
+    assert np.all(f[:, [k for k in range(10) if k not in (5, 6, 7)], full_in] == 0.0)   # only percent sensors
 
 
 def test_robust_features_of_one_node_equal_its_row_of_a_batch():

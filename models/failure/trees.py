@@ -174,11 +174,12 @@ def trees_feature_set(trees: BoostedTrees) -> FeatureSet:
         return trees.decision_function(flat).reshape(*w.shape[:-2], 1)
 
     return FeatureSet("trees", HISTORY_STEPS, transform, ("log_odds",), "gradient-boosted trees over the robust "
-                      "statistics (100 inputs), fitted with the model: their log-odds", names=("trees.log_odds",))
+                      f"statistics ({len(robust.feature_names)} inputs), fitted with the model: their log-odds",
+                      names=("trees.log_odds",))
 
 
 def fit_trees(statistics: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[BoostedTrees, dict[str, Any]]:
-    """Fit boosted trees on the ``robust`` statistics of events, ``(N, 100)`` or ``(N, leads, 100)``
+    """Fit boosted trees on the ``robust`` statistics of events, ``(N, 120)`` or ``(N, leads, 120)``
     (each event seen through several leads' histories, all with its label); NaN = missing.
 
     scikit-learn's ``HistGradientBoostingClassifier``: ``N_TREES`` trees of at most
