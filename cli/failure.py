@@ -439,10 +439,10 @@ def train_failure(
                                  "jumps, pace, curve, minutes to full; 120 inputs); 'conv' (the robust history "
                                  "as a sequence through a convolutional encoder fitted with the model: 144 "
                                  "inputs; needs thousands of training failures, e.g. --simulated-prior 24); "
-                                 "'trees' (gradient-boosted "
-                                 "trees over the robust statistics, fitted with the model: their log-odds is "
-                                 "each network's input; the default). Every set but 'paper' defaults to the "
-                                 "setting measured on a held-out site: --target-fpr 2e-4 --fpr-confidence 0.95 "
+                                 "'trees' (gradient-boosted trees over the robust statistics, fitted with the "
+                                 "model: their log-odds is each network's input; the default). Every set but "
+                                 "'paper' defaults to the setting measured on a held-out site: --target-fpr 2e-4 "
+                                 "--fpr-confidence 0.95 "
                                  "--calibration-ok 300000 --persistence 2 --mc-splits 2 --simulated-prior 24 "
                                  "(the first run simulates the 24 histories into the cache, about 10 s each)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (splits, initialisation, sampling)."),
