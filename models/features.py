@@ -232,16 +232,14 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
         spikes_w = (np.abs(z) > SPIKE_Z).sum(axis=-2) / np.maximum(n, 1)
         spikes_b = (np.abs(zb) > SPIKE_Z).sum(axis=-2) / np.maximum((~np.isnan(zb)).sum(axis=-2), 1)
         last = np.nanmean(win[..., -2:, :], axis=-2)
-        level = np.where(PERCENT_SENSORS, last / 100.0, np.clip((last - med) / (np.abs(med) + 1e-3), -5, 5))
+        unit = np.where(PERCENT_SENSORS, 100.0, np.abs(med) + 1e-3)   # a percent sensor's points / 100, else m
+        level = np.where(PERCENT_SENSORS, last / unit, np.clip((last - med) / unit, -5, 5))
         step_scale = np.maximum(1.4826 * np.nanmedian(np.abs(np.diff(base, axis=-2)), axis=-2), floor)
         jump = np.log1p(np.clip(np.nanmax(np.abs(np.diff(win, axis=-2)), axis=-2) / step_scale, 0, 1e3))
-        # the window's change per minute in the sensor's own units (a percent sensor's points / 100, else
-        # relative to m): unlike the z statistics it does not saturate, so a slow climb and a fast one differ
-        minutes = (window_steps - 4) / 4.0
-        change = np.nanmean(win[..., -4:, :], axis=-2) - np.nanmean(win[..., :4, :], axis=-2)
-        unit = np.where(PERCENT_SENSORS, 100.0, np.abs(med) + 1e-3)
-        pace = np.clip(change / unit / minutes, -5, 5)
+        # the means of the window's first two and last two minutes; pace, the change per minute in the
+        # sensor's own units, does not saturate as z does, so a slow climb and a fast one differ
         minute = [np.nanmean(win[..., a:a + 4, :], axis=-2) for a in (0, 4, window_steps - 8, window_steps - 4)]
+        pace = np.clip((minute[3] - minute[0]) / unit / ((window_steps - 4) / 4.0), -5, 5)
         curve = np.clip(((minute[3] - minute[2]) - (minute[1] - minute[0])) / unit, -5, 5)
         full_in = np.clip((1.0 - last / 100.0) / np.maximum(pace, 1e-4), 0.0, FULL_IN_MINUTES)
         # an unknown level or pace is no sign of filling up: read as the cap, and ``missing`` says why
