@@ -283,9 +283,8 @@ def test_threshold_set_for_a_false_alarm_budget_is_what_the_worker_then_raises(r
 def test_site_features_train_and_evaluate_through_the_streaming_predictor(recorded):
     model = recorded / "site"
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
-                            "--features", "site", "--persistence", "2", "--target-fpr", "none", "--simulated-prior", "0",
-                            "--mc-splits", "1",
-                            "--calibration-ok", "1500", "--json"])
+                            "--features", "site", "--persistence", "2", "--target-fpr", "none",
+                            "--simulated-prior", "0", "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["history_steps"] == 176 + 1 + 20        # history, persistence, lead shift
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"),
