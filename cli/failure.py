@@ -766,16 +766,18 @@ def _precursor_tpr(rows: list[dict], decisions: dict[str, Any], events, failure_
 
 def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded], seed: int = 0,
               max_ok: int = 50000, online: bool = True, stride: int = 1, forest: bool = True, note=None,
-              at_fpr: Optional[float] = None) -> dict:
+              at_fpr: Optional[float] = None, keep_scan: bool = False) -> dict:
     """Event rows (unanimous, LSTM, single network, baseline, random forest), the online scan, the
     vote and the 2-minute network with their threshold put at ``at_fpr`` of this data's healthy events,
-    and the prediction targets checked."""
+    and the prediction targets checked.  ``scores`` (for plots and pooling; not for JSON) holds the
+    events' labels, scores and precursor flags; with ``keep_scan``, ``online_scan`` holds the online
+    vote scan as :func:`_operating_curve` takes it (to pool several histories' curves)."""
     import numpy as np
 
     from hpcguard.models.failure.dataset import build_events, healthy_mask
     from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, caught_by_family, check_targets,
                                                     look_alike_at, online_scan, online_summary,
-                                                    online_vote_scan, report_row, tpr_at_fpr, warnings_at)
+                                                    online_vote_scan, report_row, warnings_at)
     from hpcguard.streams.predictors import EnsemblePredictor
 
     note = note or (lambda m: None)
@@ -818,10 +820,8 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
     # what each score could reach at the bound, with hindsight: the threshold set on this data
     counted = np.zeros(events.labels.size, bool)
     counted[pos] = failure_precursor
-    result["at_fpr"] = {name: {"all": tpr_at_fpr(events.labels, score, at_fpr),
-                               "precursor": tpr_at_fpr(events.labels, score, at_fpr, counted)}
-                        for name, score in (("lstm-vote", out.vote_probability),
-                                            ("single-network@2min", out.network_probabilities[:, i2]))}
+    result["scores"]["precursor"] = counted
+    result["at_fpr"] = _at_fpr(ensemble, result["scores"], at_fpr)
     # what is caught and what is mistaken, by kind: the failure families each predictor catches,
     # and the benign look-alike episodes its false positives lie in
     family_all = list(rec.family) if rec.family is not None else [""] * len(rec.failure_times)
@@ -858,7 +858,9 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
         result["online"]["stride_steps"] = stride
         if votes is not None:
             note("online operating curve")
-            result.update(_online_curve(ensemble, rec, healthy, pre_all, votes))
+            result.update(_online_curve(ensemble, [(rec, votes, healthy, pre_all)]))
+            if keep_scan:
+                result["online_scan"] = (rec, votes, healthy, pre_all)
     result["targets"] = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), result.get("online"))
     return result
 
@@ -878,12 +880,25 @@ def _operating_curve(ensemble, scans: list, points: int) -> list[dict]:
     return curves[0] if len(curves) == 1 else pool_curves(curves)
 
 
-def _online_curve(ensemble, rec: Recorded, healthy, precursor, votes: dict) -> dict:
-    """The online operating curve on this data (the vote threshold swept over the healthy evaluations'
-    ``votes``, the model's own threshold among them) and its point at the false-alarm target, set with hindsight."""
+def _at_fpr(ensemble, scores: dict, fpr: float) -> dict:
+    """What the vote and the 2-minute network reach with their threshold put at ``fpr`` of the
+    events' healthy ones, with hindsight: tpr of all failures and of those with a precursor."""
+    from hpcguard.models.failure.evaluation import tpr_at_fpr
+
+    i2 = list(ensemble.leads).index(2)
+    return {name: {"all": tpr_at_fpr(scores["labels"], score, fpr),
+                   "precursor": tpr_at_fpr(scores["labels"], score, fpr, scores["precursor"])}
+            for name, score in (("lstm-vote", scores["vote_probability"]),
+                                ("single-network@2min", scores["network_probabilities"][:, i2]))}
+
+
+def _online_curve(ensemble, scans: list) -> dict:
+    """The online operating curve on one or more histories' vote scans (``(rec, votes, healthy,
+    precursor)``; the vote threshold swept over their healthy evaluations' votes, the model's own
+    threshold among them) and its point at the false-alarm target, set with hindsight."""
     from hpcguard.models.failure.evaluation import PREDICTION_TARGETS, threshold_for_false_alarms
 
-    curve = _operating_curve(ensemble, [(rec, votes, healthy, precursor)], points=24)
+    curve = _operating_curve(ensemble, scans, points=24)
     budget = PREDICTION_TARGETS["online_false_alarms_per_100_node_days"]
     return {"online_curve": curve, "online_at_false_alarm_target": threshold_for_false_alarms(curve, budget)}
 
@@ -1039,6 +1054,54 @@ def _pooled(results: list[dict], threshold: float, notes: list[str]) -> dict:
     targets = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), pooled.get("online"))
     return {"version": results[0]["version"], "features": results[0]["features"], "pooled": pooled,
             "targets": targets, "histories": results, "notes": notes}
+
+
+def _add_counts(parts: list[dict]) -> dict:
+    """Nested count dicts (``{key: {name: count}}``) added key by key, the largest first key first."""
+    total: dict[str, dict[str, int]] = {}
+    for part in parts:
+        for key, counts in part.items():
+            acc = total.setdefault(key, {})
+            for name, n in counts.items():
+                acc[name] = acc.get(name, 0) + n
+    return dict(sorted(total.items(), key=lambda kv: -max(kv[1].values(), default=0)))
+
+
+def _pool_pair(ensemble, results: list[dict], seeds: list[int], at_fpr: float) -> dict:
+    """One cross-profile pair's results on several test histories as one: rows, online counts, families
+    and look-alike false positives added; the hindsight ``at_fpr`` and the online curve recomputed on
+    all the histories' events and scans together (one threshold for the pool); each history's own
+    vote and online figures in ``histories``."""
+    import numpy as np
+
+    pooled = _pooled(results, ensemble.threshold, [])
+    out = {"version": pooled["version"], "features": pooled["features"], **pooled["pooled"],
+           "precursor_known": all(r["precursor_known"] for r in results), "targets": pooled["targets"]}
+    scores = {k: np.concatenate([r["scores"][k] for r in results]) for k in results[0]["scores"]}
+    out["scores"] = scores
+    out["at_fpr"] = _at_fpr(ensemble, scores, at_fpr)
+    out["by_family"] = _add_counts([r["by_family"] for r in results])
+    if all("false_positives_by_look_alike" in r for r in results):
+        per_name = _add_counts([{name: kinds} for r in results
+                                for name, kinds in r["false_positives_by_look_alike"].items()])
+        out["false_positives_by_look_alike"] = {name: dict(sorted(kinds.items(), key=lambda kc: -kc[1]))
+                                                for name, kinds in per_name.items()}
+    if "online" in out:
+        # a median does not add (pool_summaries): the pooled scan leaves the median lead out
+        out["online"].update(median_lead_minutes=float("nan"), stride_steps=results[0]["online"]["stride_steps"])
+    if all("online_scan" in r for r in results):
+        out.update(_online_curve(ensemble, [r["online_scan"] for r in results]))
+    out["histories"] = []
+    for s, r in zip(seeds, results):
+        vote = next(row for row in r["rows"] if row["name"] == "lstm-vote")
+        h = {"test_seed": s, "failures": r["failures"], "precursor_failures": r["precursor_failures"],
+             "ok_events": r["ok_events"], "lstm_vote_tpr_precursor": vote["tpr_precursor"],
+             "lstm_vote_fpr": vote["fpr"],
+             "lstm_vote_tpr_precursor_at_fpr": r["at_fpr"]["lstm-vote"]["precursor"]["tpr"]}
+        if "online" in r:
+            h.update({k: r["online"][k] for k in ("precursor_warned_2min_share", "false_alarms_per_100_node_days")})
+        out["histories"].append(h)
+    return out
 
 
 def _markdown(result: dict) -> str:
@@ -1223,10 +1286,15 @@ def evaluate_cross_profile(
     test_hours: Optional[float] = typer.Option(None, "--test-hours", help="Hours of the test history "
                                                "(default: --hours)."),
     seed: int = typer.Option(1, "--seed", help="Training histories use seeds seed .. seed + K - 1, test "
-                             "histories seed + 100."),
+                             "histories seed + 100 .. seed + 100 + T - 1."),
     train_histories: int = typer.Option(1, "--train-histories", min=1, max=99, help="K: training histories per "
                                         "profile, each --nodes × --hours (a site trains on all of its history; "
                                         "more history moves the far tail, see docs/results.md)."),
+    test_histories: int = typer.Option(1, "--test-histories", min=1, max=99, help="T: test histories per "
+                                       "profile, evaluated each and pooled (counts added, the hindsight fpr "
+                                       "and the online curve on all of them): one history holds about a "
+                                       "hundred failures, so a pair's tpr moves by a few hundredths with "
+                                       "the draw."),
     mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="Override the profiles' mean up-time "
                                                "between failures of a node (small clusters need more failures)."),
     features: str = typer.Option("site", "--features", help="Feature set of the ensembles (paper, site, robust, "
@@ -1250,6 +1318,7 @@ def evaluate_cross_profile(
     """Train on one simulated site profile, evaluate on another, for every pair: tpr (all failures and
     failures with a precursor), fpr, ppv, UC(1024) per predictor row, and the online scan."""
     from hpcguard.connectors.model_store import code_digest, load_model, save_model
+    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
     from hpcguard.models.features import history_steps_of
 
     if fpr_confidence is not None and target_fpr is None:
@@ -1270,6 +1339,7 @@ def evaluate_cross_profile(
                f"-c{calibration_ok}-t{target_fpr}{f'k{fpr_confidence}' if fpr_confidence else ''}-p{persistence}"
                f"-{code_digest()}")
     steps = 3 * len(names) + len(names) ** 2
+    test_seeds = [seed + 100 + j for j in range(test_histories)]
     pairs: list[dict] = []
     with _progress(as_json) as bar:
         task = bar.add_task("cross-profile", total=steps)
@@ -1278,10 +1348,10 @@ def evaluate_cross_profile(
             bar.update(task, description=f"{p}: simulating histories")
             train_dirs = [_profile_data(cache_dir, p, nodes, hours, seed + k, mtbf_hours)
                           for k in range(train_histories)]
-            test_dir = _profile_data(cache_dir, p, nodes, t_hours, seed + 100, mtbf_hours)
+            test_dirs = [_profile_data(cache_dir, p, nodes, t_hours, s, mtbf_hours) for s in test_seeds]
             bar.advance(task)
             train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs]
-            test_recs[p] = _load_recorded(test_dir, mapping=mapping)
+            test_recs[p] = [_load_recorded(d, mapping=mapping) for d in test_dirs]
             bar.advance(task)
             model_dir = cache_dir / "models" / f"{p}-{options}"
             if not (model_dir / "manifest.json").is_file():
@@ -1300,8 +1370,10 @@ def evaluate_cross_profile(
             for p_test in names:
                 bar.update(task, description=f"train {p_train} → test {p_test}")
                 try:
-                    res = _evaluate(ens, manifest, test_recs[p_test], train_recs[p_train], seed, max_ok, True, stride,
-                                    forest=False)
+                    results = [_evaluate(ens, manifest, rec, train_recs[p_train], seed, max_ok, True, stride,
+                                         forest=False, keep_scan=len(test_seeds) > 1) for rec in test_recs[p_test]]
+                    res = results[0] if len(results) == 1 else _pool_pair(ens, results, test_seeds,
+                                                                          PREDICTION_TARGETS["vote_fpr"])
                 except ValueError as exc:
                     fail(f"test profile {p_test}: {exc}")
                 res.update({"train_profile": p_train, "test_profile": p_test,
@@ -1314,7 +1386,8 @@ def evaluate_cross_profile(
     scores = [p.pop("scores") for p in pairs]
     del scores
     result = {"profiles": names, "features": features, "nodes": nodes, "train_hours": hours, "test_hours": t_hours,
-              "train_histories": train_histories, "seed": seed, "test_seed": seed + 100, "scan_stride_steps": stride,
+              "train_histories": train_histories, "seed": seed, "test_seed": seed + 100, "test_seeds": test_seeds,
+              "scan_stride_steps": stride,
               "persistence": persistence, "target_fpr": target_fpr, "fpr_confidence": fpr_confidence,
               "pairs": pairs}
     (report_dir / "report.json").write_text(json.dumps(_clean(result), indent=2))
@@ -1333,9 +1406,11 @@ def _cross_markdown(result: dict) -> str:
     budget = PREDICTION_TARGETS["online_false_alarms_per_100_node_days"]
     k = result["train_histories"]
     seeds = f"seed {result['seed']}" if k == 1 else f"{k} histories, seeds {result['seed']}-{result['seed'] + k - 1}"
+    t = result.get("test_seeds") or [result["test_seed"]]
+    tests = f"seed {t[0]}" if len(t) == 1 else f"{len(t)} histories, seeds {t[0]}-{t[-1]}, pooled"
     lines = [f"Cross-profile evaluation: features `{result['features']}`, {result['nodes']} nodes × "
              f"{result['train_hours']:g} h training ({seeds}), {result['nodes']} × "
-             f"{result['test_hours']:g} h test (seed {result['test_seed']}).", "",
+             f"{result['test_hours']:g} h test ({tests}).", "",
              "| train → test | predictor | tpr | tpr (precursor) | fpr | ppv | UC(1024) |", "|---|---|---|---|---|---|---|"]
     for p in result["pairs"]:
         for r in p["rows"]:
@@ -1355,7 +1430,7 @@ def _cross_markdown(result: dict) -> str:
         at = p.get("online_at_false_alarm_target")
         lines.append(f"| {p['train_profile']} → {p['test_profile']} | {o['failures']} ({o['precursor_failures']}) | "
                      f"{o['warned_2min_share']:.2f} | {o['precursor_warned_2min_share']:.2f} | "
-                     f"{o['false_alarms_per_100_node_days']:.2f} | {o['median_lead_minutes']:.1f} | "
+                     f"{o['false_alarms_per_100_node_days']:.2f} | {_minutes(o['median_lead_minutes'])} | "
                      f"{v.get('validation_failures')}, {ci[0]:.2f}-{ci[1]:.2f} | "
                      f"{'none within it' if at is None else format(at['precursor_warned_2min_share'], '.2f')} |")
     # the cross-profile target: every pair's vote catches >= 0.5 of the precursor failures at fpr <= 2e-4
@@ -1375,6 +1450,11 @@ def _cross_markdown(result: dict) -> str:
                      f"{vote['fpr']:.2e} | {'yes' if ok else 'no'} | {at:.3f} |")
     lines += ["", f"{met} of {len(result['pairs'])} pairs meet it."]
     return "\n".join(lines) + "\n"
+
+
+def _minutes(value: float) -> str:
+    """A lead in minutes for a table cell; ``n/a`` for NaN (no failure warned, or pooled histories)."""
+    return "n/a" if value != value else f"{value:.1f}"
 
 
 def _cross_plots(out: Path, pairs: list[dict]) -> None:

@@ -439,14 +439,34 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
 
 
 def test_cross_profile_trains_each_profile_on_k_histories(tmp_path):
-    """--train-histories 2: each model is trained on two histories (seeds 1 and 2), never on the test seed."""
+    """--train-histories 2: each model is trained on two histories (seeds 1 and 2), never on the test seeds;
+    --test-histories 2: each pair is evaluated on seeds 101 and 102 and pooled."""
     out = tmp_path / "xp"
     r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic,mixed", "--nodes", "8", "--hours", "4",
-                            "--mtbf-hours", "1", "--seed", "1", "--train-histories", "2", "--out", str(out),
-                            "--mc-splits", "1", "--calibration-ok", "1000", "--max-ok", "1000", "--json"])
+                            "--mtbf-hours", "1", "--seed", "1", "--train-histories", "2", "--test-histories", "2",
+                            "--out", str(out), "--mc-splits", "1", "--calibration-ok", "1000", "--max-ok", "1000",
+                            "--json"])
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
-    assert result["train_histories"] == 2 and len(result["pairs"]) == 4
+    assert result["train_histories"] == 2 and len(result["pairs"]) == 4 and result["test_seeds"] == [101, 102]
+    for p in result["pairs"]:
+        h = p["histories"]
+        assert [x["test_seed"] for x in h] == [101, 102]
+        # the pool adds each history's counts: failures, healthy events, families and the online scan
+        for key in ("failures", "precursor_failures", "ok_events"):
+            assert p[key] == sum(x[key] for x in h)
+        assert sum(c["failures"] for c in p["by_family"].values()) == p["failures"]
+        # the online scan counts every failure, also those too early in a history for an event
+        assert p["online"]["failures"] >= p["failures"]
+        vote = next(row for row in p["rows"] if row["name"] == "lstm-vote")
+        assert vote["failures"] == p["failures"] and vote["ok"] == p["ok_events"]
+        # the hindsight threshold is set on the pooled healthy events: at most 2e-4 of them warn
+        assert p["at_fpr"]["lstm-vote"]["precursor"]["false_positives"] <= 2e-4 * p["ok_events"]
+        assert p["online_curve"] and p["online"]["node_days"] == pytest.approx(2 * 8 * 4 / 24, rel=0.01)
+    md = (out / "report.md").read_text()
+    assert "test (2 histories, seeds 101-102, pooled)" in md
+    # a median does not add: the pooled online rows leave the median lead out
+    assert sum(line.startswith("| classic → ") and " | n/a | " in line for line in md.splitlines()) == 2
     models = sorted((out / "cache" / "models").iterdir())
     assert [m.name.split("-")[0] for m in models] == ["classic", "mixed"]
     for model in models:
