@@ -1057,7 +1057,7 @@ def _pooled(results: list[dict], threshold: float, notes: list[str]) -> dict:
 
 
 def _add_counts(parts: list[dict]) -> dict:
-    """Nested count dicts (``{key: {name: count}}``) added key by key, the largest first key first."""
+    """Nested count dicts (``{key: {name: count}}``) added key by key; keys ordered by their largest count."""
     total: dict[str, dict[str, int]] = {}
     for part in parts:
         for key, counts in part.items():
