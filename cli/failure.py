@@ -940,6 +940,7 @@ def evaluate_failure(
     import torch
 
     from hpcguard.connectors.model_store import load_model
+    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
 
     torch.set_num_threads(1)
     try:
@@ -966,32 +967,52 @@ def evaluate_failure(
             coverage = _coverage_summary([rec], "test data" if len(data) == 1 else f"test data {d}")
             try:
                 result = _evaluate(ensemble, manifest, rec, train_recs, seed, max_ok, online, stride,
-                                   note=lambda m: bar.update(task, description=m), at_fpr=at_fpr)
+                                   note=lambda m: bar.update(task, description=m), at_fpr=at_fpr,
+                                   keep_scan=len(data) > 1)
             except ValueError as exc:
                 fail(f"{d}: {exc}")
             result.update({"model": str(model), "data": str(d), "coverage": coverage["shares"],
                            "coverage_warnings": coverage["warnings"], "notes": notes})
-            scores = result.pop("scores")
             if report:
-                out = Path(report) if len(data) == 1 else Path(report) / f"{i + 1}-{Path(d).name}"
-                out.mkdir(parents=True, exist_ok=True)
                 bar.update(task, description="plots")
-                _plots(out, ensemble, scores["labels"], scores, result["rows"])
-                if "online_curve" in result:
-                    _plot_online_curve(out / "online_curve.png", result["online_curve"], ensemble.threshold,
-                                       "Online operating curve")
-                (out / "report.json").write_text(json.dumps(_clean(result), indent=2))
-                (out / "report.md").write_text(_markdown(result))
+                _write_report(Path(report) if len(data) == 1 else Path(report) / f"{i + 1}-{Path(d).name}",
+                              ensemble, result, _markdown(result))
             results.append(result)
-        result = results[0] if len(results) == 1 else {"model": str(model), **_pooled(results, ensemble.threshold,
-                                                                                     notes)}
-        if report and len(results) > 1:
-            (Path(report) / "report.json").write_text(json.dumps(_clean(result), indent=2))
-            (Path(report) / "report.md").write_text(_pooled_markdown(result))
+        if len(results) == 1:
+            result = results[0]
+        else:
+            bar.update(task, description="pooling the histories")
+            pooled = _pooled(ensemble, results, PREDICTION_TARGETS["vote_fpr"] if at_fpr is None else at_fpr)
+            result = {"model": str(model), "version": pooled.pop("version"), "features": pooled.pop("features"),
+                      "data": [str(d) for d in data], "pooled": pooled, "targets": pooled.pop("targets"),
+                      "histories": results, "notes": notes}
+            if report:
+                _write_report(Path(report), ensemble, result, _pooled_markdown(result), pooled)
+        for r in (result.get("pooled", {}), *results):
+            r.pop("scores", None)
+            r.pop("online_scan", None)
     if as_json:
         emit_json(result)
     else:
         typer.echo(_markdown(result) if len(results) == 1 else _pooled_markdown(result))
+
+
+def _write_report(out: Path, ensemble, result: dict, markdown: str, figures: Optional[dict] = None) -> None:
+    """report.json (``result`` without its scores and scans), report.md and the plots of one evaluation
+    (``figures``: the part of ``result`` that holds the scores and the online curve, if not itself)."""
+    figures = result if figures is None else figures
+    out.mkdir(parents=True, exist_ok=True)
+    _plots(out, ensemble, figures["scores"]["labels"], figures["scores"], figures["rows"])
+    if "online_curve" in figures:
+        _plot_online_curve(out / "online_curve.png", figures["online_curve"], ensemble.threshold,
+                           "Online operating curve")
+    hidden = ("scores", "online_scan")
+    shown = {k: v for k, v in result.items() if k not in hidden}
+    if figures is not result:
+        shown = {**shown, "pooled": {k: v for k, v in figures.items() if k not in hidden},
+                 "histories": [{k: v for k, v in h.items() if k not in hidden} for h in shown["histories"]]}
+    (out / "report.json").write_text(json.dumps(_clean(shown), indent=2))
+    (out / "report.md").write_text(markdown)
 
 
 def _clean(obj):
@@ -1028,32 +1049,45 @@ def _online_sentence(scope: str, o: dict) -> str:
 
 
 def _pooled_markdown(result: dict) -> str:
+    """The pooled report of several test histories (one history's report, on the pool), then each history's."""
     p = result["pooled"]
-    lines = [f"# Failure prediction on {len(result['histories'])} test histories, pooled", "",
-             f"model {result['version']} (features {result['features']}); {p['failures']} failure events "
-             f"({p['precursor_failures']} with a precursor), {p['ok_events']} ok events in "
-             + ", ".join(h["data"] for h in result["histories"]), "",
-             "Each predictor's true and false positives added over the histories (the model's own threshold):", ""]
-    lines += _rows_table(p["rows"])
-    if "online" in p:
-        lines += ["", _online_sentence("Online", p["online"])]
-    lines += ["", "Against the prediction targets (pooled):", ""] + _targets_table(result["targets"])
-    lines += [""] + [f"- {n}" for n in result["notes"]]
-    return "\n".join(lines) + "\n\n" + "\n".join(_markdown(h) for h in result["histories"])
+    pooled = {**p, "version": result["version"], "features": result["features"], "targets": result["targets"],
+              "notes": result["notes"],
+              "data": f"{len(result['histories'])} test histories, pooled: " + ", ".join(result["data"])}
+    return (_markdown(pooled).replace("(the model's own threshold):", "(the model's own threshold, pooled):", 1)
+            + "\n" + "\n".join(_markdown(h) for h in result["histories"]))
 
 
-def _pooled(results: list[dict], threshold: float, notes: list[str]) -> dict:
-    """Several test histories' results as one: rows and online counts added, the targets checked on the pool."""
+def _pooled(ensemble, results: list[dict], at_fpr: float) -> dict:
+    """Several test histories' results (:func:`_evaluate`'s) as one, with the keys one history's result
+    has: rows, online counts, failure families and look-alike false positives added; the hindsight
+    ``at_fpr`` and the online operating curve recomputed on all the histories' events and scans together
+    (one threshold for the pool); the targets checked on the pool.  The median lead is left out (NaN):
+    a median does not add."""
+    import numpy as np
+
     from hpcguard.models.failure.evaluation import check_targets, pool_rows, pool_summaries
 
-    rows = pool_rows([r["rows"] for r in results])
-    pooled: dict[str, Any] = {k: sum(r[k] for r in results) for k in ("failures", "precursor_failures", "ok_events")}
-    pooled["rows"] = rows
+    out: dict[str, Any] = {"version": results[0]["version"], "features": results[0]["features"],
+                           **{k: sum(r[k] for r in results) for k in ("failures", "precursor_failures", "ok_events")},
+                           "precursor_known": all(r["precursor_known"] for r in results),
+                           "rows": pool_rows([r["rows"] for r in results])}
     if all("online" in r for r in results):
-        pooled["online"] = {"threshold": threshold, **pool_summaries([r["online"] for r in results])}
-    targets = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), pooled.get("online"))
-    return {"version": results[0]["version"], "features": results[0]["features"], "pooled": pooled,
-            "targets": targets, "histories": results, "notes": notes}
+        out["online"] = {"threshold": ensemble.threshold, **pool_summaries([r["online"] for r in results]),
+                         "median_lead_minutes": float("nan"), "stride_steps": results[0]["online"]["stride_steps"],
+                         "by_family": _add_counts([r["online"]["by_family"] for r in results])}
+    out["scores"] = {k: np.concatenate([r["scores"][k] for r in results]) for k in results[0]["scores"]}
+    out["at_fpr"] = _at_fpr(ensemble, out["scores"], at_fpr)
+    out["by_family"] = _add_counts([r["by_family"] for r in results])
+    if all("false_positives_by_look_alike" in r for r in results):
+        per_name = _add_counts([{name: kinds} for r in results
+                                for name, kinds in r["false_positives_by_look_alike"].items()])
+        out["false_positives_by_look_alike"] = {name: dict(sorted(kinds.items(), key=lambda kc: -kc[1]))
+                                                for name, kinds in per_name.items()}
+    if all("online_scan" in r for r in results):
+        out.update(_online_curve(ensemble, [r["online_scan"] for r in results]))
+    out["targets"] = check_targets(next(r for r in out["rows"] if r["name"] == "lstm-vote"), out.get("online"))
+    return out
 
 
 def _add_counts(parts: list[dict]) -> dict:
@@ -1067,41 +1101,16 @@ def _add_counts(parts: list[dict]) -> dict:
     return dict(sorted(total.items(), key=lambda kv: -max(kv[1].values(), default=0)))
 
 
-def _pool_pair(ensemble, results: list[dict], seeds: list[int], at_fpr: float) -> dict:
-    """One cross-profile pair's results on several test histories as one: rows, online counts, families
-    and look-alike false positives added; the hindsight ``at_fpr`` and the online curve recomputed on
-    all the histories' events and scans together (one threshold for the pool); each history's own
-    vote and online figures in ``histories``."""
-    import numpy as np
-
-    pooled = _pooled(results, ensemble.threshold, [])
-    out = {"version": pooled["version"], "features": pooled["features"], **pooled["pooled"],
-           "precursor_known": all(r["precursor_known"] for r in results), "targets": pooled["targets"]}
-    scores = {k: np.concatenate([r["scores"][k] for r in results]) for k in results[0]["scores"]}
-    out["scores"] = scores
-    out["at_fpr"] = _at_fpr(ensemble, scores, at_fpr)
-    out["by_family"] = _add_counts([r["by_family"] for r in results])
-    if all("false_positives_by_look_alike" in r for r in results):
-        per_name = _add_counts([{name: kinds} for r in results
-                                for name, kinds in r["false_positives_by_look_alike"].items()])
-        out["false_positives_by_look_alike"] = {name: dict(sorted(kinds.items(), key=lambda kc: -kc[1]))
-                                                for name, kinds in per_name.items()}
-    if "online" in out:
-        # a median does not add (pool_summaries): the pooled scan leaves the median lead out
-        out["online"].update(median_lead_minutes=float("nan"), stride_steps=results[0]["online"]["stride_steps"])
-    if all("online_scan" in r for r in results):
-        out.update(_online_curve(ensemble, [r["online_scan"] for r in results]))
-    out["histories"] = []
-    for s, r in zip(seeds, results):
-        vote = next(row for row in r["rows"] if row["name"] == "lstm-vote")
-        h = {"test_seed": s, "failures": r["failures"], "precursor_failures": r["precursor_failures"],
-             "ok_events": r["ok_events"], "lstm_vote_tpr_precursor": vote["tpr_precursor"],
-             "lstm_vote_fpr": vote["fpr"],
-             "lstm_vote_tpr_precursor_at_fpr": r["at_fpr"]["lstm-vote"]["precursor"]["tpr"]}
-        if "online" in r:
-            h.update({k: r["online"][k] for k in ("precursor_warned_2min_share", "false_alarms_per_100_node_days")})
-        out["histories"].append(h)
-    return out
+def _history_summary(result: dict, seed: int) -> dict:
+    """One test history's counts, vote and online figures, as a pooled cross-profile pair lists them."""
+    vote = next(row for row in result["rows"] if row["name"] == "lstm-vote")
+    h = {"test_seed": seed, "failures": result["failures"], "precursor_failures": result["precursor_failures"],
+         "ok_events": result["ok_events"], "lstm_vote_tpr_precursor": vote["tpr_precursor"],
+         "lstm_vote_fpr": vote["fpr"],
+         "lstm_vote_tpr_precursor_at_fpr": result["at_fpr"]["lstm-vote"]["precursor"]["tpr"]}
+    if "online" in result:
+        h.update({k: result["online"][k] for k in ("precursor_warned_2min_share", "false_alarms_per_100_node_days")})
+    return h
 
 
 def _markdown(result: dict) -> str:
@@ -1113,7 +1122,8 @@ def _markdown(result: dict) -> str:
         o = result["online"]
         lines += ["", _online_sentence(f"Online (the worker's decision on every node's history, every "
                                        f"{o['stride_steps']} step(s))", o)
-                  + f", median lead {o['median_lead_minutes']:.1f} min"]
+                  + ("" if o["median_lead_minutes"] != o["median_lead_minutes"]   # NaN: pooled, or none warned
+                     else f", median lead {o['median_lead_minutes']:.1f} min")]
     if "online_curve" in result:
         at = result["online_at_false_alarm_target"]
         lines += ["", "Online operating curve (the vote threshold swept on this data, with hindsight; "
@@ -1372,8 +1382,11 @@ def evaluate_cross_profile(
                 try:
                     results = [_evaluate(ens, manifest, rec, train_recs[p_train], seed, max_ok, True, stride,
                                          forest=False, keep_scan=len(test_seeds) > 1) for rec in test_recs[p_test]]
-                    res = results[0] if len(results) == 1 else _pool_pair(ens, results, test_seeds,
-                                                                          PREDICTION_TARGETS["vote_fpr"])
+                    if len(results) == 1:
+                        res = results[0]
+                    else:
+                        res = _pooled(ens, results, PREDICTION_TARGETS["vote_fpr"])
+                        res["histories"] = [_history_summary(r, s) for s, r in zip(test_seeds, results)]
                 except ValueError as exc:
                     fail(f"test profile {p_test}: {exc}")
                 res.update({"train_profile": p_train, "test_profile": p_test,

@@ -220,10 +220,25 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
     assert pooled_targets["LSTM vote tpr"]["value"] == pooled["lstm-vote"]["tpr"]
     assert pooled_targets["online: false-alarm episodes per 100 node-days"]["value"] == \
         online["false_alarms_per_100_node_days"]
+    # families, hindsight figures and the online curve are the pool's too, not the first history's
+    p = both["pooled"]
+    assert sum(c["failures"] for c in p["by_family"].values()) == p["failures"] == first["failures"] + second["failures"]
+    for family, counts in p["by_family"].items():
+        for key in ("failures", "lstm-vote", "single-network@2min"):
+            assert counts[key] == sum(h["by_family"].get(family, {}).get(key, 0) for h in (first, second))
+    assert sum(f["failures"] for f in p["online"]["by_family"].values()) == online["failures"]
+    vote_at = p["at_fpr"]["lstm-vote"]
+    assert vote_at["all"]["ok"] == p["ok_events"] == first["ok_events"] + second["ok_events"]
+    assert vote_at["precursor"]["failures"] == p["precursor_failures"]
+    assert vote_at["all"]["false_positives"] <= 2e-4 * p["ok_events"]
+    own = next(c for c in p["online_curve"] if c["threshold"] == manifest["lstm_threshold"])
+    assert own["node_days"] == pytest.approx(online["node_days"])
+    assert own["false_alarm_episodes"] == online["false_alarm_episodes"]
     assert json.loads((pooled_report / "report.json").read_text())["pooled"] == both["pooled"]
-    assert "pooled" in (pooled_report / "report.md").read_text()
-    assert (pooled_report / "1-test" / "roc_networks.png").is_file()
-    assert (pooled_report / "2-train" / "online_curve.png").is_file()
+    md = (pooled_report / "report.md").read_text()
+    assert "2 test histories, pooled" in md and "By failure family" in md and "Online operating curve" in md
+    for plot in ("roc_networks.png", "online_curve.png", "1-test/roc_networks.png", "2-train/online_curve.png"):
+        assert (pooled_report / plot).stat().st_size > 1000, plot
 
 
 def test_threshold_set_for_a_false_alarm_budget_is_what_the_worker_then_raises(recorded):
