@@ -108,6 +108,28 @@ def training_setting(features: str, **given) -> dict:
     return setting
 
 
+def _setting_from_options(features: str, target_fpr: Optional[str], fpr_confidence: Optional[float],
+                          **given) -> dict:
+    """:func:`training_setting` from command-line options (``--target-fpr`` a rate or ``none``), or a
+    clear error for a value out of range or a confidence without a target."""
+    if fpr_confidence is not None and 0 < fpr_confidence < 0.5:
+        fail(f"--fpr-confidence must be 0 (the point estimate) or in [0.5, 0.999], got {fpr_confidence:g}")
+    target: Any = target_fpr
+    if target_fpr is not None and target_fpr.lower() != "none":
+        try:
+            target = float(target_fpr)
+        except ValueError:
+            fail(f"--target-fpr takes a rate such as 2e-4, or 'none' (seed 000's rule), got {target_fpr!r}")
+        if not 0 <= target <= 1:
+            fail(f"--target-fpr must be in [0, 1], got {target:g}")
+    elif target_fpr is not None:
+        target = "none"
+    setting = training_setting(features, target_fpr=target, fpr_confidence=fpr_confidence, **given)
+    if setting["fpr_confidence"] is not None and setting["target_fpr"] is None:
+        fail("--fpr-confidence keeps a --target-fpr: give one (e.g. --target-fpr 2e-4)")
+    return setting
+
+
 def _simulated_prior(profile: str, histories: int, cache: Optional[str], progress=None) -> list[tuple[Path, Recorded]]:
     """``histories`` simulated histories of ``profile`` (seeds 1..K) as ``(file, Recorded)``.
 
@@ -500,22 +522,9 @@ def train_failure(
     """
     from hpcguard.connectors.model_store import save_model
 
-    if fpr_confidence is not None and 0 < fpr_confidence < 0.5:
-        fail(f"--fpr-confidence must be 0 (the point estimate) or in [0.5, 0.999], got {fpr_confidence:g}")
-    if target_fpr is not None and target_fpr.lower() != "none":
-        try:
-            target_fpr = float(target_fpr)
-        except ValueError:
-            fail(f"--target-fpr takes a rate such as 2e-4, or 'none' (seed 000's rule), got {target_fpr!r}")
-        if not 0 <= target_fpr <= 1:
-            fail(f"--target-fpr must be in [0, 1], got {target_fpr:g}")
-    elif target_fpr is not None:
-        target_fpr = "none"
-    setting = training_setting(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
-                               calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
-                               simulated_prior=simulated_prior)
-    if setting["fpr_confidence"] is not None and setting["target_fpr"] is None:
-        fail("--fpr-confidence keeps a --target-fpr: give one (e.g. --target-fpr 2e-4)")
+    setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
+                                    calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
+                                    simulated_prior=simulated_prior)
     target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior = (
         setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
                              "simulated_prior"))
@@ -1307,18 +1316,22 @@ def evaluate_cross_profile(
                                        "the draw."),
     mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="Override the profiles' mean up-time "
                                                "between failures of a node (small clusters need more failures)."),
-    features: str = typer.Option("site", "--features", help="Feature set of the ensembles (paper, site, robust, "
-                                  "conv or trees)."),
+    features: str = typer.Option("trees", "--features", help="Feature set of the ensembles (trees, robust, site, "
+                                  "conv or paper), as train failure --features; the options below default "
+                                  "to train failure's for it."),
     cache: Optional[str] = typer.Option(None, "--cache", help="Cache directory for generated data and trained "
                                         "models (default OUT/cache)."),
-    mc_splits: int = typer.Option(2, "--mc-splits", min=1, help="Monte-Carlo splits per network."),
-    calibration_ok: int = typer.Option(20000, "--calibration-ok", min=0, help="Healthy events for the voter."),
-    target_fpr: Optional[float] = typer.Option(1e-4, "--target-fpr", help="LSTM threshold for this validation "
-                                               "fpr (chosen on many healthy events; failures only give the CI)."),
-    fpr_confidence: Optional[float] = typer.Option(None, "--fpr-confidence", min=0.5, max=0.999,
-                                                   help="Keep --target-fpr as a ceiling with this confidence "
-                                                   "(see train failure --help)."),
-    persistence: int = typer.Option(2, "--persistence", min=1, help="Online: consecutive steps the vote must fire."),
+    mc_splits: Optional[int] = typer.Option(None, "--mc-splits", min=1, help="Monte-Carlo splits per network "
+                                            "(default: train failure's)."),
+    calibration_ok: Optional[int] = typer.Option(None, "--calibration-ok", min=0, help="Healthy events for the "
+                                                 "voter's threshold (default: train failure's)."),
+    target_fpr: Optional[str] = typer.Option(None, "--target-fpr", help="LSTM threshold for this fpr, or 'none' "
+                                             "(seed 000's rule); default: train failure's (see its --help)."),
+    fpr_confidence: Optional[float] = typer.Option(None, "--fpr-confidence", min=0.0, max=0.999,
+                                                   help="Keep --target-fpr as a ceiling with this confidence, 0 "
+                                                   "for the point estimate (default: train failure's)."),
+    persistence: Optional[int] = typer.Option(None, "--persistence", min=1, help="Online: consecutive steps the "
+                                              "vote must fire (default: train failure's)."),
     max_ok: int = typer.Option(50000, "--max-ok", min=100, help="Healthy test events sampled for the fpr."),
     stride: int = typer.Option(4, "--scan-stride", min=1, help="Online scan: evaluate every N-th 15 s step "
                                "(1 = as the worker; 4 = every minute, 4x cheaper, but short false alarms "
@@ -1331,8 +1344,13 @@ def evaluate_cross_profile(
     from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
     from hpcguard.models.features import history_steps_of
 
-    if fpr_confidence is not None and target_fpr is None:
-        fail("--fpr-confidence keeps a --target-fpr: give one (e.g. --target-fpr 2e-4)")
+    # the setting train failure would use, without its simulated prior: each profile's own histories
+    # are what a pair trains on
+    setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
+                                    calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
+                                    simulated_prior=0)
+    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits = (
+        setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits"))
     names = [p.strip() for p in profiles.split(",") if p.strip()]
     if len(names) < 2 or len(set(names)) != len(names):
         fail(f"--profiles needs at least two distinct profiles, got {profiles!r}")
@@ -1402,7 +1420,7 @@ def evaluate_cross_profile(
               "train_histories": train_histories, "seed": seed, "test_seed": seed + 100, "test_seeds": test_seeds,
               "scan_stride_steps": stride,
               "persistence": persistence, "target_fpr": target_fpr, "fpr_confidence": fpr_confidence,
-              "pairs": pairs}
+              "setting": setting, "pairs": pairs}
     (report_dir / "report.json").write_text(json.dumps(_clean(result), indent=2))
     (report_dir / "report.md").write_text(_cross_markdown(result))
     if as_json:

@@ -222,7 +222,8 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
         online["false_alarms_per_100_node_days"]
     # families, hindsight figures and the online curve are the pool's too, not the first history's
     p = both["pooled"]
-    assert sum(c["failures"] for c in p["by_family"].values()) == p["failures"] == first["failures"] + second["failures"]
+    assert sum(c["failures"] for c in p["by_family"].values()) == p["failures"]
+    assert p["failures"] == first["failures"] + second["failures"]
     for family, counts in p["by_family"].items():
         for key in ("failures", "lstm-vote", "single-network@2min"):
             assert counts[key] == sum(h["by_family"].get(family, {}).get(key, 0) for h in (first, second))
@@ -417,12 +418,16 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     out = tmp_path / "xp"
     args = ["evaluate", "cross-profile", "--profiles", "classic,mixed", "--nodes", "8", "--hours", "6",
             "--mtbf-hours", "1", "--seed", "1", "--out", str(out), "--mc-splits", "1", "--calibration-ok", "1500",
-            "--max-ok", "1500", "--json"]
+            "--max-ok", "1500", "--features", "site", "--target-fpr", "1e-4", "--fpr-confidence", "0", "--json"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
     pairs = {(p["train_profile"], p["test_profile"]) for p in result["pairs"]}
     assert pairs == {("classic", "classic"), ("classic", "mixed"), ("mixed", "classic"), ("mixed", "mixed")}
+    # the options given, and train failure's defaults for the rest (without its simulated prior)
+    assert result["setting"] == {"target_fpr": 1e-4, "fpr_confidence": None, "calibration_ok": 1500,
+                                 "persistence": cli_failure.SITE_SETTING["persistence"], "mc_splits": 1,
+                                 "simulated_prior": 0}
     for p in result["pairs"]:
         names = [row["name"] for row in p["rows"]]
         assert "lstm-vote" in names and "unanimous@6" in names and any(n.startswith("baseline") for n in names)
@@ -460,7 +465,7 @@ def test_cross_profile_trains_each_profile_on_k_histories(tmp_path):
     r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic,mixed", "--nodes", "8", "--hours", "4",
                             "--mtbf-hours", "1", "--seed", "1", "--train-histories", "2", "--test-histories", "2",
                             "--out", str(out), "--mc-splits", "1", "--calibration-ok", "1000", "--max-ok", "1000",
-                            "--json"])
+                            "--features", "site", "--target-fpr", "1e-4", "--fpr-confidence", "0", "--json"])
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
     assert result["train_histories"] == 2 and len(result["pairs"]) == 4 and result["test_seeds"] == [101, 102]
