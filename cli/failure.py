@@ -1007,7 +1007,7 @@ def evaluate_failure(
 
 
 def _write_report(out: Path, ensemble, result: dict, markdown: str, figures: Optional[dict] = None) -> None:
-    """report.json (``result`` without its scores and scans), report.md and the plots of one evaluation
+    """report.json (``result`` without scores or scans), report.md and the plots of one evaluation
     (``figures``: the part of ``result`` that holds the scores and the online curve, if not itself)."""
     figures = result if figures is None else figures
     out.mkdir(parents=True, exist_ok=True)
@@ -1015,13 +1015,17 @@ def _write_report(out: Path, ensemble, result: dict, markdown: str, figures: Opt
     if "online_curve" in figures:
         _plot_online_curve(out / "online_curve.png", figures["online_curve"], ensemble.threshold,
                            "Online operating curve")
-    hidden = ("scores", "online_scan")
-    shown = {k: v for k, v in result.items() if k not in hidden}
-    if figures is not result:
-        shown = {**shown, "pooled": {k: v for k, v in figures.items() if k not in hidden},
-                 "histories": [{k: v for k, v in h.items() if k not in hidden} for h in shown["histories"]]}
-    (out / "report.json").write_text(json.dumps(_clean(shown), indent=2))
+    (out / "report.json").write_text(json.dumps(_clean(_without_scans(result)), indent=2))
     (out / "report.md").write_text(markdown)
+
+
+def _without_scans(obj):
+    """``obj`` without the per-event scores and online scans kept for plots and pooling, at any depth."""
+    if isinstance(obj, dict):
+        return {k: _without_scans(v) for k, v in obj.items() if k not in ("scores", "online_scan")}
+    if isinstance(obj, list):
+        return [_without_scans(v) for v in obj]
+    return obj
 
 
 def _clean(obj):
