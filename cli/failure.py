@@ -919,8 +919,8 @@ def evaluate_failure(
                                    "repeat for several: each is evaluated, then their counts are added and the "
                                    "targets checked on the pool (one test history is a small sample)."),
     report: Optional[str] = typer.Option(None, "--report", help="Output directory for report.json, report.md "
-                                         "and PNG plots (unset: print only); with several --data, one "
-                                         "sub-directory of plots per history."),
+                                         "and PNG plots (unset: print only); with several --data, the pool's "
+                                         "there and each history's in a sub-directory."),
     sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML); default: "
                                              "the installed mapping.  A mapping other than the model's is "
                                              "reported."),
@@ -944,8 +944,9 @@ def evaluate_failure(
     plus the online scan (failures warned >= 2 min ahead, false-alarm episodes per 100 node-days) and
     the prediction targets, each with the value reached and whether it is met (LSTM vote tpr >= 0.50,
     >= 0.70 of failures with a precursor, at fpr <= 2e-4; online >= 70 % of precursor failures warned
-    >= 2 min ahead at <= 2 false-alarm episodes per 100 node-days).  With several --data, each history's
-    report follows the pooled one (counts added; the targets are checked on the pool)."""
+    >= 2 min ahead at <= 2 false-alarm episodes per 100 node-days).  With several --data, the report of
+    the pool comes first (counts and families added, the hindsight threshold and the online curve set on
+    all the histories together, the targets checked on the pool), then each history's."""
     import torch
 
     from hpcguard.connectors.model_store import load_model

@@ -502,6 +502,13 @@ def test_cross_profile_trains_each_profile_on_k_histories(tmp_path):
 def test_cross_profile_needs_two_profiles(tmp_path):
     r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "two distinct profiles" in r.output
+    # its training options are read as train failure reads them, with the same errors
+    for bad, message in ((["--target-fpr", "abc"], "takes a rate"), (["--target-fpr", "2"], "must be in [0, 1]"),
+                         (["--target-fpr", "none", "--fpr-confidence", "0.9"], "keeps a --target-fpr")):
+        r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic,mixed", "--out", str(tmp_path)]
+                          + bad)
+        assert r.exit_code == 2 and message in r.output, (bad, r.output)
+        assert not (tmp_path / "cache").exists()          # refused before any history is simulated
 
 
 def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshold_data(tmp_path, monkeypatch):
