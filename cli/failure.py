@@ -953,6 +953,7 @@ def evaluate_failure(
     from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
 
     torch.set_num_threads(1)
+    at_fpr = PREDICTION_TARGETS["vote_fpr"] if at_fpr is None else at_fpr
     try:
         ensemble, manifest = load_model(model)
     except (FileNotFoundError, ValueError) as exc:
@@ -992,17 +993,14 @@ def evaluate_failure(
             result = results[0]
         else:
             bar.update(task, description="pooling the histories")
-            pooled = _pooled(ensemble, results, PREDICTION_TARGETS["vote_fpr"] if at_fpr is None else at_fpr)
+            pooled = _pooled(ensemble, results, at_fpr)
             result = {"model": str(model), "version": pooled.pop("version"), "features": pooled.pop("features"),
                       "data": [str(d) for d in data], "pooled": pooled, "targets": pooled.pop("targets"),
                       "histories": results, "notes": notes}
             if report:
                 _write_report(Path(report), ensemble, result, _pooled_markdown(result), pooled)
-        for r in (result.get("pooled", {}), *results):
-            r.pop("scores", None)
-            r.pop("online_scan", None)
     if as_json:
-        emit_json(result)
+        emit_json(_without_scans(result))
     else:
         typer.echo(_markdown(result) if len(results) == 1 else _pooled_markdown(result))
 
@@ -1068,8 +1066,7 @@ def _pooled_markdown(result: dict) -> str:
     pooled = {**p, "version": result["version"], "features": result["features"], "targets": result["targets"],
               "notes": result["notes"],
               "data": f"{len(result['histories'])} test histories, pooled: " + ", ".join(result["data"])}
-    return (_markdown(pooled).replace("(the model's own threshold):", "(the model's own threshold, pooled):", 1)
-            + "\n" + "\n".join(_markdown(h) for h in result["histories"]))
+    return _markdown(pooled) + "\n" + "\n".join(_markdown(h) for h in result["histories"])
 
 
 def _pooled(ensemble, results: list[dict], at_fpr: float) -> dict:
@@ -1419,13 +1416,9 @@ def evaluate_cross_profile(
                 bar.advance(task)
         report_dir.mkdir(parents=True, exist_ok=True)
         _cross_plots(report_dir, pairs)
-    scores = [p.pop("scores") for p in pairs]
-    del scores
     result = {"profiles": names, "features": features, "nodes": nodes, "train_hours": hours, "test_hours": t_hours,
               "train_histories": train_histories, "seed": seed, "test_seed": seed + 100, "test_seeds": test_seeds,
-              "scan_stride_steps": stride,
-              "persistence": persistence, "target_fpr": target_fpr, "fpr_confidence": fpr_confidence,
-              "setting": setting, "pairs": pairs}
+              "scan_stride_steps": stride, "setting": setting, "pairs": _without_scans(pairs)}
     (report_dir / "report.json").write_text(json.dumps(_clean(result), indent=2))
     (report_dir / "report.md").write_text(_cross_markdown(result))
     if as_json:
@@ -1455,7 +1448,7 @@ def _cross_markdown(result: dict) -> str:
     strided = ("" if result["scan_stride_steps"] == 1 else "; the worker judges every step, and a short false "
                "alarm can fall between these evaluations, so the false-alarm figures are lower bounds")
     lines += ["", f"Online scan (the worker's decision, every {result['scan_stride_steps']} step(s), persistence "
-              f"{result['persistence']}{strided}):", "",
+              f"{result['setting']['persistence']}{strided}):", "",
               "| train → test | failures (precursor) | warned ≥ 2 min | precursor warned ≥ 2 min | false-alarm "
               "episodes / 100 node-days | median lead (min) | LSTM threshold: validation failures, tpr 95 % CI | "
               f"precursor warned ≥ 2 min at ≤ {budget:g} false-alarm episodes / 100 node-days (hindsight) |",
