@@ -1343,7 +1343,7 @@ def evaluate_cross_profile(
     """Train on one simulated site profile, evaluate on another, for every pair: tpr (all failures and
     failures with a precursor), fpr, ppv, UC(1024) per predictor row, and the online scan."""
     from hpcguard.connectors.model_store import code_digest, load_model, save_model
-    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
+    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS, seen_families
     from hpcguard.models.features import history_steps_of
 
     # the setting train failure would use, without its simulated prior: each profile's own histories
@@ -1409,6 +1409,10 @@ def evaluate_cross_profile(
                         res["histories"] = [_history_summary(r, s) for s, r in zip(test_seeds, results)]
                 except ValueError as exc:
                     fail(f"test profile {p_test}: {exc}")
+                trained = {str(f) for rec in train_recs[p_train] for f in
+                           (() if rec.family is None else rec.family)} - NO_PRECURSOR - {""}
+                res["families_seen"] = seen_families(trained, {f: c["failures"] for f, c in res["by_family"].items()
+                                                               if f not in NO_PRECURSOR})
                 res.update({"train_profile": p_train, "test_profile": p_test,
                             "validation": {k: manifest["metrics"]["lstm"].get(k) for k in
                                            ("validation_failures", "validation_ok", "tpr", "tpr_ci95", "fpr")}})
@@ -1465,18 +1469,24 @@ def _cross_markdown(result: dict) -> str:
     # the cross-profile target: every pair's vote catches >= 0.5 of the precursor failures at fpr <= 2e-4
     bound, need = PREDICTION_TARGETS["vote_fpr"], PREDICTION_TARGETS["cross_profile_tpr_precursor"]
     lines += ["", f"Against the cross-profile target (LSTM vote tpr of precursor failures >= {need:g} at fpr <= "
-              f"{bound:g}); the last column puts the threshold at fpr {bound:g} of the test's healthy events, "
-              "with hindsight:", "",
+              f"{bound:g}); \"at fpr {bound:g}\" puts the threshold at fpr {bound:g} of the test's healthy events, "
+              "with hindsight; the last columns count the test's precursor failures whose family the training "
+              "failures hold (a model learns a precursor from examples of it, and has none of the others' "
+              "look-alikes either):", "",
               "| train → test | tpr (precursor), model threshold | fpr | met | tpr (precursor) at fpr "
-              f"{bound:g} |", "|---|---|---|---|---|"]
+              f"{bound:g} | precursor failures of families seen in training | families not seen |",
+              "|---|---|---|---|---|---|---|"]
     met = 0
     for p in result["pairs"]:
         vote = next(r for r in p["rows"] if r["name"] == "lstm-vote")
         ok = vote["fpr"] <= bound and vote["tpr_precursor"] >= need
         met += ok
         at = p.get("at_fpr", {}).get("lstm-vote", {}).get("precursor", {}).get("tpr", float("nan"))
+        fam = p["families_seen"]
+        share = "n/a" if fam["share"] is None else f"{fam['share']:.2f}"
+        unseen = ", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or "none"
         lines.append(f"| {p['train_profile']} → {p['test_profile']} | {vote['tpr_precursor']:.3f} | "
-                     f"{vote['fpr']:.2e} | {'yes' if ok else 'no'} | {at:.3f} |")
+                     f"{vote['fpr']:.2e} | {'yes' if ok else 'no'} | {at:.3f} | {share} | {unseen} |")
     lines += ["", f"{met} of {len(result['pairs'])} pairs meet it."]
     return "\n".join(lines) + "\n"
 

@@ -1,4 +1,5 @@
 """CLI: hpcguard uc, train failure, evaluate failure."""
+import csv
 import json
 from pathlib import Path
 
@@ -443,6 +444,23 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
               next(r for r in p["rows"] if r["name"] == "lstm-vote")["tpr_precursor"] >= 0.5 for p in result["pairs"])
     assert f"{met} of 4 pairs meet it." in md
     assert all(0 <= p["at_fpr"]["lstm-vote"]["precursor"]["tpr"] <= 1 for p in result["pairs"])
+    # families seen in training: read from the training history's failures.csv, not from the model
+    trained = {prof: {row["family"] for row in csv.DictReader(open(out / "cache" / "data" / f"{prof}-n8-h6-s1-m1-noio"
+                                                                    / "failures.csv"))} - {"sudden"}
+               for prof in ("classic", "mixed")}
+    assert trained["classic"] <= {"fan", "voltage", "psu", "stall"} and trained["mixed"] - trained["classic"]
+    for p in result["pairs"]:
+        fam, test = p["families_seen"], {f: c["failures"] for f, c in p["by_family"].items() if f != "sudden"}
+        assert fam["trained"] == sorted(trained[p["train_profile"]])
+        assert fam["unseen"] == {f: n for f, n in test.items() if f not in trained[p["train_profile"]]}
+        assert fam["seen"] + sum(fam["unseen"].values()) == p["precursor_failures"]
+        assert fam["share"] == pytest.approx(fam["seen"] / p["precursor_failures"])
+        unseen = ", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or "none"
+        assert any(m.startswith(f"| {p['train_profile']} → {p['test_profile']} | ")
+                   and m.endswith(f" | {fam['share']:.2f} | {unseen} |") for m in md.splitlines())
+    # classic's four families leave some of mixed's precursor failures unseen (this draw has them)
+    assert next(p for p in result["pairs"] if p["train_profile"] == "classic"
+                and p["test_profile"] == "mixed")["families_seen"]["unseen"]
     # the online column at the false-alarm target, from each pair's own operating curve
     for p in result["pairs"]:
         at = p["online_at_false_alarm_target"]

@@ -127,6 +127,26 @@ def caught_by_family(family: Sequence[str], caught: np.ndarray) -> dict[str, dic
     return {str(names[i]): {"failures": int(counts[i]), "caught": int(c[fam == names[i]].sum())} for i in order}
 
 
+def seen_families(trained: Sequence[str], precursor_failures: dict[str, int]) -> dict[str, Any]:
+    """How many of a test's precursor failures belong to a family that the training failures hold.
+
+    A model learns a precursor's shape from examples of it; a family it never saw in training
+    is caught only where it happens to resemble one it did, and it is told from that family's
+    benign look-alikes (which it never saw either) by nothing.  ``share`` is the part of the
+    precursor failures a model trained on those failures can be expected to reach
+    (``None`` when a test failure's family is unknown).
+
+    >>> seen_families(["fan", "psu", "sudden"], {"fan": 30, "memory_leak": 20, "psu": 10})
+    {'trained': ['fan', 'psu', 'sudden'], 'seen': 40, 'unseen': {'memory_leak': 20}, 'share': 0.6666666666666666}
+    """
+    known = set(trained)
+    unseen = {f: int(n) for f, n in precursor_failures.items() if f not in known}
+    seen = int(sum(precursor_failures.values())) - sum(unseen.values())
+    total = seen + sum(unseen.values())
+    share = None if "unknown" in precursor_failures or not total else seen / total
+    return {"trained": sorted(known), "seen": seen, "unseen": unseen, "share": share}
+
+
 def look_alike_at(nodes: np.ndarray, times: np.ndarray, look_alikes: tuple, kinds: Sequence[str],
                   after_s: float = 420.0) -> np.ndarray:
     """Kind of the benign look-alike episode each event lies in (``''``: none).
