@@ -130,19 +130,19 @@ def caught_by_family(family: Sequence[str], caught: np.ndarray) -> dict[str, dic
 def seen_families(trained: Sequence[str], precursor_failures: dict[str, int]) -> dict[str, Any]:
     """How many of a test's precursor failures belong to a family that the training failures hold.
 
-    A model learns a precursor's shape from examples of it; a family it never saw in training
-    is caught only where it happens to resemble one it did, and it is told from that family's
-    benign look-alikes (which it never saw either) by nothing.  ``share`` is the part of the
-    precursor failures a model trained on those failures can be expected to reach
-    (``None`` when a test failure's family is unknown).
+    A model learns a precursor's shape from examples of it: a family it never saw in training
+    is caught only where it happens to resemble one it did, and nothing in training tells it
+    from that family's benign look-alikes.  ``share`` is the part of the precursor failures a
+    model trained on those failures can be expected to reach (``None`` when a test failure's
+    family is unknown).
 
-    >>> seen_families(["fan", "psu", "sudden"], {"fan": 30, "memory_leak": 20, "psu": 10})
-    {'trained': ['fan', 'psu', 'sudden'], 'seen': 40, 'unseen': {'memory_leak': 20}, 'share': 0.6666666666666666}
+    >>> seen_families(["psu", "fan"], {"fan": 30, "memory_leak": 20, "psu": 10})
+    {'trained': ['fan', 'psu'], 'seen': 40, 'unseen': {'memory_leak': 20}, 'share': 0.6666666666666666}
     """
     known = set(trained)
     unseen = {f: int(n) for f, n in precursor_failures.items() if f not in known}
-    seen = int(sum(precursor_failures.values())) - sum(unseen.values())
-    total = seen + sum(unseen.values())
+    total = int(sum(precursor_failures.values()))
+    seen = total - sum(unseen.values())
     share = None if "unknown" in precursor_failures or not total else seen / total
     return {"trained": sorted(known), "seen": seen, "unseen": unseen, "share": share}
 
