@@ -1471,8 +1471,8 @@ def _cross_markdown(result: dict) -> str:
     lines += ["", f"Against the cross-profile target (LSTM vote tpr of precursor failures >= {need:g} at fpr <= "
               f"{bound:g}); \"at fpr {bound:g}\" puts the threshold at fpr {bound:g} of the test's healthy events, "
               "with hindsight; the last columns count the test's precursor failures whose family the training "
-              "failures hold (a model learns a precursor from examples of it, and has none of the others' "
-              "look-alikes either):", "",
+              "failures hold (a model learns a precursor from examples of it: where that share is below the "
+              "target, the pair cannot be expected to meet it):", "",
               "| train → test | tpr (precursor), model threshold | fpr | met | tpr (precursor) at fpr "
               f"{bound:g} | precursor failures of families seen in training | families not seen |",
               "|---|---|---|---|---|---|---|"]

@@ -445,9 +445,10 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     assert f"{met} of 4 pairs meet it." in md
     assert all(0 <= p["at_fpr"]["lstm-vote"]["precursor"]["tpr"] <= 1 for p in result["pairs"])
     # families seen in training: read from the training history's failures.csv, not from the model
-    trained = {prof: {row["family"] for row in csv.DictReader(open(out / "cache" / "data" / f"{prof}-n8-h6-s1-m1-noio"
-                                                                    / "failures.csv"))} - {"sudden"}
-               for prof in ("classic", "mixed")}
+    data = out / "cache" / "data"
+    trained = {prof: {row["family"] for row in csv.DictReader(
+        (data / f"{prof}-n8-h6-s1-m1-noio" / "failures.csv").read_text().splitlines())} - {"sudden"}
+        for prof in ("classic", "mixed")}
     assert trained["classic"] <= {"fan", "voltage", "psu", "stall"} and trained["mixed"] - trained["classic"]
     for p in result["pairs"]:
         fam, test = p["families_seen"], {f: c["failures"] for f, c in p["by_family"].items() if f != "sudden"}
