@@ -1373,7 +1373,7 @@ def evaluate_cross_profile(
     pairs: list[dict] = []
     with _progress(as_json) as bar:
         task = bar.add_task("cross-profile", total=steps)
-        models, train_recs, test_recs = {}, {}, {}
+        models, train_recs, test_recs, trained_families = {}, {}, {}, {}
         for p in names:
             bar.update(task, description=f"{p}: simulating histories")
             train_dirs = [_profile_data(cache_dir, p, nodes, hours, seed + k, mtbf_hours)
@@ -1382,6 +1382,8 @@ def evaluate_cross_profile(
             bar.advance(task)
             train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs]
             test_recs[p] = [_load_recorded(d, mapping=mapping) for d in test_dirs]
+            trained_families[p] = {str(f) for rec in train_recs[p] for f in
+                                   (() if rec.family is None else rec.family)} - NO_PRECURSOR - {""}
             bar.advance(task)
             model_dir = cache_dir / "models" / f"{p}-{options}"
             if not (model_dir / "manifest.json").is_file():
@@ -1409,11 +1411,10 @@ def evaluate_cross_profile(
                         res["histories"] = [_history_summary(r, s) for s, r in zip(test_seeds, results)]
                 except ValueError as exc:
                     fail(f"test profile {p_test}: {exc}")
-                trained = {str(f) for rec in train_recs[p_train] for f in
-                           (() if rec.family is None else rec.family)} - NO_PRECURSOR - {""}
-                res["families_seen"] = seen_families(trained, {f: c["failures"] for f, c in res["by_family"].items()
-                                                               if f not in NO_PRECURSOR})
                 res.update({"train_profile": p_train, "test_profile": p_test,
+                            "families_seen": seen_families(trained_families[p_train],
+                                                           {f: c["failures"] for f, c in res["by_family"].items()
+                                                            if f not in NO_PRECURSOR}),
                             "validation": {k: manifest["metrics"]["lstm"].get(k) for k in
                                            ("validation_failures", "validation_ok", "tpr", "tpr_ci95", "fpr")}})
                 pairs.append(res)
