@@ -130,13 +130,28 @@ def _setting_from_options(features: str, target_fpr: Optional[str], fpr_confiden
     return setting
 
 
-def _simulated_prior(profile: str, histories: int, cache: Optional[str], progress=None) -> list[tuple[Path, Recorded]]:
-    """``histories`` simulated histories of ``profile`` (seeds 1..K) as ``(file, Recorded)``.
+def prior_plan(profiles: str, histories: int) -> list[tuple[str, int]]:
+    """``(profile, seed)`` of each of ``histories`` prior histories: the comma-separated ``profiles``
+    take turns, each with its own seeds 1, 2, ... (one profile: seeds 1..K, as before).
+
+    >>> prior_plan("mixed", 2)
+    [('mixed', 1), ('mixed', 2)]
+    >>> prior_plan("mixed, memory", 3)
+    [('mixed', 1), ('memory', 1), ('mixed', 2)]
+    """
+    names = [p.strip() for p in profiles.split(",") if p.strip()]
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"prior profiles must be distinct names separated by commas, got {profiles!r}")
+    return [(names[i % len(names)], i // len(names) + 1) for i in range(histories)]
+
+
+def _simulated_prior(profiles: str, histories: int, cache: Optional[str], progress=None) -> list[tuple[Path, Recorded]]:
+    """``histories`` simulated histories of ``profiles`` (:func:`prior_plan`) as ``(file, Recorded)``.
 
     Each is simulated once, read with the packaged mapping (the simulator's BMC names) and kept
     as a compact ``.npz`` of its canonical grid and labels (about 6 MB, against 250 MB of raw
-    files) under ``cache_root(cache)/simulated-prior``, keyed by the model code's digest so a
-    simulator change regenerates it.
+    files) under ``cache_root(cache)/simulated-prior/<profile>-...``, keyed by the model code's
+    digest so a simulator change regenerates it.
     """
     import tempfile
     import zipfile
@@ -147,17 +162,22 @@ def _simulated_prior(profile: str, histories: int, cache: Optional[str], progres
 
     if not histories:
         return []
-    root = (cache_root(cache) / "simulated-prior"
-            / f"{profile}-n{PRIOR_NODES}-h{PRIOR_HOURS:g}-m{PRIOR_MTBF_HOURS:g}-{code_digest()}")
+    try:
+        plan = prior_plan(profiles, histories)
+    except ValueError as exc:
+        fail(f"--prior-profile: {exc}")
     out = []
-    for seed in range(1, histories + 1):
+    for profile, seed in plan:
+        root = (cache_root(cache) / "simulated-prior"
+                / f"{profile}-n{PRIOR_NODES}-h{PRIOR_HOURS:g}-m{PRIOR_MTBF_HOURS:g}-{code_digest()}")
         f = root / f"s{seed}.npz"
         try:
             out.append((f, _read_recorded(f)))
             continue
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             pass   # not there yet, or damaged (disk full, a killed copy): simulate it (again)
-        (progress or (lambda m: None))(f"simulating prior history {seed}/{histories} ({profile})")
+        (progress or (lambda m: None))(f"simulating prior history {len(out) + 1}/{histories} ({profile}, "
+                                       f"seed {seed})")
         try:
             root.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=root) as tmp:
@@ -507,7 +527,9 @@ def train_failure(
                                                   "the site alone).  Coverage and the LSTM threshold's healthy "
                                                   "events stay the site's own (docs/results.md measures the gain)."),
     prior_profile: str = typer.Option("mixed", "--prior-profile", help="Simulator profile of the prior "
-                                      "(hpcguard simulate telemetry --profile)."),
+                                      "(hpcguard simulate telemetry --profile), or several separated by commas: "
+                                      "they take turns, so --simulated-prior 24 --prior-profile "
+                                      "gradual,mixed,memory,intermittent trains on six histories of each."),
     cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="Where the simulated prior is kept "
                                             "(default $HPCGUARD_CACHE_DIR, else ~/.cache/hpcguard); a damaged "
                                             "file there is simulated again."),
@@ -531,6 +553,7 @@ def train_failure(
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
+        prior_profile = ",".join(p.strip() for p in prior_profile.split(",") if p.strip())
         prior = _simulated_prior(prior_profile, simulated_prior, cache_dir,
                                  progress=lambda m: bar.update(task, description=m))
         ensemble, report, meta, coverage = _train_model(
@@ -1338,10 +1361,17 @@ def evaluate_cross_profile(
     stride: int = typer.Option(4, "--scan-stride", min=1, help="Online scan: evaluate every N-th 15 s step "
                                "(1 = as the worker; 4 = every minute, 4x cheaper, but short false alarms "
                                "can fall between evaluations)."),
+    held_out: bool = typer.Option(False, "--held-out/--no-held-out", help="Also train, for each profile, one "
+                                  "model on every other profile's training histories together and evaluate it on "
+                                  "that profile: a site nobody modelled, with all the rest as its history (needs "
+                                  "three profiles or more; one more model per profile)."),
+    pairs_too: bool = typer.Option(True, "--pairs/--no-pairs", help="Evaluate every (train, test) pair; "
+                                   "--no-pairs with --held-out trains only the held-out models."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Train on one simulated site profile, evaluate on another, for every pair: tpr (all failures and
-    failures with a precursor), fpr, ppv, UC(1024) per predictor row, and the online scan."""
+    failures with a precursor), fpr, ppv, UC(1024) per predictor row, and the online scan.  With
+    --held-out, each profile is also the test of a model trained on all the others."""
     from hpcguard.connectors.model_store import code_digest, load_model, save_model
     from hpcguard.models.failure.evaluation import PREDICTION_TARGETS, seen_families
     from hpcguard.models.features import history_steps_of
@@ -1356,6 +1386,10 @@ def evaluate_cross_profile(
     names = [p.strip() for p in profiles.split(",") if p.strip()]
     if len(names) < 2 or len(set(names)) != len(names):
         fail(f"--profiles needs at least two distinct profiles, got {profiles!r}")
+    if held_out and len(names) < 3:
+        fail("--held-out needs three profiles or more (with two, a held-out model is the other profile's pair)")
+    if not (pairs_too or held_out):
+        fail("--no-pairs leaves nothing to evaluate without --held-out")
     report_dir = Path(out)
     cache_dir = Path(cache) if cache else report_dir / "cache"
     t_hours = test_hours or hours
@@ -1368,41 +1402,47 @@ def evaluate_cross_profile(
     options = (f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}"
                f"-c{calibration_ok}-t{target_fpr}{f'k{fpr_confidence}' if fpr_confidence else ''}-p{persistence}"
                f"-{code_digest()}")
-    steps = 3 * len(names) + len(names) ** 2
+    # (training label, its profiles, held out?) per model, then one evaluation per (model, test profile)
+    trainings = ([(p, [p], False) for p in names] if pairs_too else []) + (
+        [("+".join(q for q in names if q != p), [q for q in names if q != p], True) for p in names]
+        if held_out else [])
+    tests_of = {label: ([p for p in names if p not in group] if held else names) for label, group, held in trainings}
+    steps = 2 * len(names) + len(trainings) + sum(len(t) for t in tests_of.values())
     test_seeds = [seed + 100 + j for j in range(test_histories)]
     pairs: list[dict] = []
     with _progress(as_json) as bar:
         task = bar.add_task("cross-profile", total=steps)
-        models, train_recs, test_recs, trained_families = {}, {}, {}, {}
+        train_dirs, train_recs, test_recs, trained_families = {}, {}, {}, {}
         for p in names:
             bar.update(task, description=f"{p}: simulating histories")
-            train_dirs = [_profile_data(cache_dir, p, nodes, hours, seed + k, mtbf_hours)
-                          for k in range(train_histories)]
+            train_dirs[p] = [_profile_data(cache_dir, p, nodes, hours, seed + k, mtbf_hours)
+                             for k in range(train_histories)]
             test_dirs = [_profile_data(cache_dir, p, nodes, t_hours, s, mtbf_hours) for s in test_seeds]
             bar.advance(task)
-            train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs]
+            train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs[p]]
             test_recs[p] = [_load_recorded(d, mapping=mapping) for d in test_dirs]
             trained_families[p] = {str(f) for rec in train_recs[p] for f in
                                    (() if rec.family is None else rec.family)} - NO_PRECURSOR - {""}
             bar.advance(task)
-            model_dir = cache_dir / "models" / f"{p}-{options}"
+        for label, group, held in trainings:
+            dirs = [d for q in group for d in train_dirs[q]]
+            recs = [rec for q in group for rec in train_recs[q]]
+            model_dir = cache_dir / "models" / f"{label}-{options}"
             if not (model_dir / "manifest.json").is_file():
-                bar.update(task, description=f"{p}: training")
-                ens, _, meta, _ = _train_model(train_dirs, mapping, features, seed, calibration_ok=calibration_ok,
+                bar.update(task, description=f"{label}: training")
+                ens, _, meta, _ = _train_model(dirs, mapping, features, seed, calibration_ok=calibration_ok,
                                                target_fpr=target_fpr, fpr_confidence=fpr_confidence,
-                                               mc_splits=mc_splits, persistence=persistence,
-                                               recs=train_recs[p],
-                                               progress=lambda m, p=p: bar.update(task, description=f"{p}: {m}"))
-                meta["profile"] = p
+                                               mc_splits=mc_splits, persistence=persistence, recs=recs,
+                                               progress=lambda m, p=label: bar.update(task, description=f"{p}: {m}"))
+                meta["profile"] = label
                 save_model(ens, model_dir, meta)
-            models[p] = load_model(model_dir)
+            ens, manifest = load_model(model_dir)
             bar.advance(task)
-        for p_train in names:
-            ens, manifest = models[p_train]
-            for p_test in names:
-                bar.update(task, description=f"train {p_train} → test {p_test}")
+            families = set().union(*(trained_families[q] for q in group))
+            for p_test in tests_of[label]:
+                bar.update(task, description=f"train {label} → test {p_test}")
                 try:
-                    results = [_evaluate(ens, manifest, rec, train_recs[p_train], seed, max_ok, True, stride,
+                    results = [_evaluate(ens, manifest, rec, recs, seed, max_ok, True, stride,
                                          forest=False, keep_scan=len(test_seeds) > 1) for rec in test_recs[p_test]]
                     if len(results) == 1:
                         res = results[0]
@@ -1411,8 +1451,8 @@ def evaluate_cross_profile(
                         res["histories"] = [_history_summary(r, s) for s, r in zip(test_seeds, results)]
                 except ValueError as exc:
                     fail(f"test profile {p_test}: {exc}")
-                res.update({"train_profile": p_train, "test_profile": p_test,
-                            "families_seen": seen_families(trained_families[p_train],
+                res.update({"train_profile": label, "test_profile": p_test, "held_out": held,
+                            "families_seen": seen_families(families,
                                                            {f: c["failures"] for f, c in res["by_family"].items()
                                                             if f not in NO_PRECURSOR}),
                             "validation": {k: manifest["metrics"]["lstm"].get(k) for k in
@@ -1477,18 +1517,23 @@ def _cross_markdown(result: dict) -> str:
               "| train → test | tpr (precursor), model threshold | fpr | met | tpr (precursor) at fpr "
               f"{bound:g} | precursor failures of families seen in training | families not seen |",
               "|---|---|---|---|---|---|---|"]
-    met = 0
+    met = {False: 0, True: 0}
     for p in result["pairs"]:
         vote = next(r for r in p["rows"] if r["name"] == "lstm-vote")
         ok = vote["fpr"] <= bound and vote["tpr_precursor"] >= need
-        met += ok
+        met[p.get("held_out", False)] += ok
         at = p.get("at_fpr", {}).get("lstm-vote", {}).get("precursor", {}).get("tpr", float("nan"))
         fam = p["families_seen"]
         share = "n/a" if fam["share"] is None else f"{fam['share']:.2f}"
         unseen = ", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or "none"
         lines.append(f"| {p['train_profile']} → {p['test_profile']} | {vote['tpr_precursor']:.3f} | "
                      f"{vote['fpr']:.2e} | {'yes' if ok else 'no'} | {at:.3f} | {share} | {unseen} |")
-    lines += ["", f"{met} of {len(result['pairs'])} pairs meet it."]
+    held = sum(p.get("held_out", False) for p in result["pairs"])
+    if len(result["pairs"]) > held:
+        lines += ["", f"{met[False]} of {len(result['pairs']) - held} pairs meet it."]
+    if held:
+        lines += ["", f"{met[True]} of {held} held-out profiles meet it (each the test of a model trained on "
+                  "every other profile's histories)."]
     return "\n".join(lines) + "\n"
 
 

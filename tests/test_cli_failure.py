@@ -518,12 +518,46 @@ def test_cross_profile_trains_each_profile_on_k_histories(tmp_path):
     assert "2 histories, seeds 1-2" in (out / "report.md").read_text()
 
 
+def test_cross_profile_held_out_trains_each_model_on_every_other_profile(tmp_path):
+    """--held-out --no-pairs: one model per profile, trained on all the other profiles' histories and tested on
+    that profile only; its families are the union of theirs; the held-out profiles are counted apart."""
+    out = tmp_path / "xp"
+    names = ("classic", "mixed", "memory")
+    r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", ",".join(names), "--nodes", "8", "--hours", "4",
+                            "--mtbf-hours", "1", "--seed", "1", "--out", str(out), "--mc-splits", "1",
+                            "--calibration-ok", "1000", "--max-ok", "1000", "--features", "site", "--target-fpr", "1e-4",
+                            "--fpr-confidence", "0", "--held-out", "--no-pairs", "--json"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    others = {p: [q for q in names if q != p] for p in names}
+    assert [(p["train_profile"], p["test_profile"]) for p in result["pairs"]] == \
+        [("+".join(others[p]), p) for p in names]
+    assert all(p["held_out"] for p in result["pairs"])
+    data = out / "cache" / "data"
+    families = {p: {row["family"] for row in csv.DictReader(
+        (data / f"{p}-n8-h4-s1-m1-noio" / "failures.csv").read_text().splitlines())} - {"sudden"} for p in names}
+    for p in result["pairs"]:
+        test = p["test_profile"]
+        assert p["families_seen"]["trained"] == sorted(set().union(*(families[q] for q in others[test])))
+        manifest = json.loads((out / "cache" / "models").glob(f"{p['train_profile']}-*/manifest.json")
+                              .__next__().read_text())["metadata"]
+        # trained on the other profiles' histories, never on the profile it is tested on
+        assert [Path(d).name for d in manifest["data_dirs"]] == [f"{q}-n8-h4-s1-m1-noio" for q in others[test]]
+    assert len(list((out / "cache" / "models").iterdir())) == 3
+    md = (out / "report.md").read_text()
+    met = sum(next(r for r in p["rows"] if r["name"] == "lstm-vote")["fpr"] <= 2e-4 and
+              next(r for r in p["rows"] if r["name"] == "lstm-vote")["tpr_precursor"] >= 0.5 for p in result["pairs"])
+    assert f"{met} of 3 held-out profiles meet it" in md and "pairs meet it" not in md
+    assert "| mixed+memory → classic | lstm-vote |" in md
+
+
 def test_cross_profile_needs_two_profiles(tmp_path):
     r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "two distinct profiles" in r.output
     # its training options are read as train failure reads them, with the same errors
     for bad, message in ((["--target-fpr", "abc"], "takes a rate"), (["--target-fpr", "2"], "must be in [0, 1]"),
-                         (["--target-fpr", "none", "--fpr-confidence", "0.9"], "keeps a --target-fpr")):
+                         (["--target-fpr", "none", "--fpr-confidence", "0.9"], "keeps a --target-fpr"),
+                         (["--held-out"], "three profiles or more"), (["--no-pairs"], "nothing to evaluate")):
         r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic,mixed", "--out", str(tmp_path)]
                           + bad)
         assert r.exit_code == 2 and message in r.output, (bad, r.output)
@@ -703,3 +737,29 @@ def test_a_target_fpr_kept_with_confidence_says_when_the_history_cannot_bound_it
                             "--fpr-confidence", "0.9"])
     assert r.exit_code == 0, r.output
     assert "with 90 % confidence" in r.stdout and "cannot keep" not in r.output   # a loose ceiling is kept
+
+
+def test_a_prior_of_several_profiles_takes_turns_and_is_recorded(tmp_path, monkeypatch):
+    """--prior-profile a,b: the K prior histories alternate between the profiles, each cached under its own
+    profile with its own seeds; the manifest names the profiles and every file trained on."""
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    monkeypatch.setattr(cli_failure, "PRIOR_NODES", 6)
+    monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 3.0)
+    monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
+    site = tmp_path / "site"
+    simulate_telemetry(str(site), nodes=6, hours=3, seed=5, mtbf_hours=0.5, io=False)
+    r = runner.invoke(app, ["train", "failure", "--features", "paper", "--data", str(site), "--mc-splits", "1",
+                            "--calibration-ok", "400", "--out", str(tmp_path / "model"), "--simulated-prior", "3",
+                            "--prior-profile", "mixed, memory", "--cache-dir", str(tmp_path / "cache"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["simulated_prior"]["profile"] == "mixed,memory"
+    files = json.loads((tmp_path / "model" / "manifest.json").read_text())["metadata"]["simulated_prior_files"]
+    assert [(Path(f).parent.name.split("-")[0], Path(f).name) for f in files] == \
+        [("mixed", "s1.npz"), ("memory", "s1.npz"), ("mixed", "s2.npz")]
+    # each file is its own profile's history: mixed's families reach beyond the memory profile's
+    families = [set(cli_failure._read_recorded(Path(f)).family) for f in files]
+    assert "memory_leak" in families[1] and families[0] - families[1]
+    r = runner.invoke(app, ["train", "failure", "--data", str(site), "--out", str(tmp_path / "bad"),
+                            "--simulated-prior", "2", "--prior-profile", "mixed,mixed"])
+    assert r.exit_code != 0 and "distinct names" in r.output
