@@ -234,6 +234,23 @@ def _prior_recorded(rec: Recorded, end: float, absent: list[str]) -> Recorded:
     return rec._replace(values=values, t0=rec.t0 + shift, failure_times=rec.failure_times + shift, look_alikes=look)
 
 
+def _families_of(recs: list[Recorded]) -> Optional[list[str]]:
+    """The precursor families the histories' failures hold (sorted; ``None`` when no failure names one)."""
+    named = {str(f) for rec in recs for f in (rec.family or ())} - {""}
+    return sorted(named - NO_PRECURSOR) if named else None
+
+
+def _families_seen(trained: Optional[list[str]], by_family: dict) -> Optional[dict]:
+    """:func:`seen_families` of a test's precursor failures (``by_family`` of an evaluation) against the
+    families a model was trained on (``None`` when those are not known: a model trained before they
+    were recorded, or on histories whose failures name no family)."""
+    from hpcguard.models.failure.evaluation import seen_families
+
+    if trained is None:
+        return None
+    return seen_families(trained, {f: c["failures"] for f, c in by_family.items() if f not in NO_PRECURSOR})
+
+
 def _load_recorded(data_dir: str, grid_s: float = 15.0, mapping=None) -> Recorded:
     """Sensor grid, failures (with precursor flags), benign look-alikes and coverage of a directory."""
     import numpy as np
@@ -417,7 +434,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
             "training_data_sha256": digest, "sensor_map_sha256": map_digest, "model_code": model_code, **options,
             "coverage": coverage["shares"], "coverage_warnings": coverage["warnings"],
             "missing_sensors": [s for s, share in coverage["shares"].items() if not share],
-            "hard_negatives": int(events.hard.sum()),
+            "hard_negatives": int(events.hard.sum()), "families": _families_of(recs),
             **({"encoder": {k: v for k, v in encoder_report.items() if k != "loss"}} if encoder_report else {}),
             "events": report["events"], "failures": report["failures"], "metrics": metrics}
     return ensemble, report, meta, coverage
@@ -862,6 +879,7 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
     by_family = {name: caught_by_family(event_family, decisions[name][pos]) for name in shown}
     result["by_family"] = {f: {"failures": c["failures"], **{name: by_family[name][f]["caught"] for name in shown}}
                            for f, c in by_family[shown[0]].items()}
+    result["families_seen"] = _families_seen(manifest.get("metadata", {}).get("families"), result["by_family"])
     if rec.look_alikes is not None and rec.look_alike_kinds is not None:
         ok = np.flatnonzero(events.labels == 0)
         inside = look_alike_at(events.nodes[ok], events.times[ok], rec.look_alikes, rec.look_alike_kinds)
@@ -1113,6 +1131,8 @@ def _pooled(ensemble, results: list[dict], at_fpr: float) -> dict:
     out["scores"] = {k: np.concatenate([r["scores"][k] for r in results]) for k in results[0]["scores"]}
     out["at_fpr"] = _at_fpr(ensemble, out["scores"], at_fpr)
     out["by_family"] = _add_counts([r["by_family"] for r in results])
+    seen = results[0].get("families_seen")
+    out["families_seen"] = _families_seen(None if seen is None else seen["trained"], out["by_family"])
     if all("false_positives_by_look_alike" in r for r in results):
         per_name = _add_counts([{name: kinds} for r in results
                                 for name, kinds in r["false_positives_by_look_alike"].items()])
@@ -1189,6 +1209,12 @@ def _markdown(result: dict) -> str:
             o = online.get(f)
             lines.append(f"| {f} | {c['failures']} | {c['lstm-vote']} | {c['single-network@2min']} | "
                          + (f"{o['caught']}/{o['failures']} |" if o else "– |"))
+    fam = result.get("families_seen")
+    if fam and fam["share"] is not None:
+        # a model learns a precursor from examples of it: what it never saw bounds what it can catch
+        lines += ["", f"Families the model was trained on ({', '.join(fam['trained']) or 'none'}) hold {fam['seen']} "
+                  f"of the {fam['seen'] + sum(fam['unseen'].values())} precursor failures ({fam['share']:.0%}); "
+                  "not seen in training: " + (", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or "none")]
     for name, kinds in result.get("false_positives_by_look_alike", {}).items():
         if kinds:
             lines += ["", f"False positives of {name} by the look-alike episode they lie in: "
@@ -1373,7 +1399,7 @@ def evaluate_cross_profile(
     failures with a precursor), fpr, ppv, UC(1024) per predictor row, and the online scan.  With
     --held-out, each profile is also the test of a model trained on all the others."""
     from hpcguard.connectors.model_store import code_digest, load_model, save_model
-    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS, seen_families
+    from hpcguard.models.failure.evaluation import PREDICTION_TARGETS
     from hpcguard.models.features import history_steps_of
 
     # the setting train failure would use, without its simulated prior: each profile's own histories
@@ -1412,7 +1438,7 @@ def evaluate_cross_profile(
     pairs: list[dict] = []
     with _progress(as_json) as bar:
         task = bar.add_task("cross-profile", total=steps)
-        train_dirs, train_recs, test_recs, trained_families = {}, {}, {}, {}
+        train_dirs, train_recs, test_recs = {}, {}, {}
         for p in names:
             bar.update(task, description=f"{p}: simulating histories")
             train_dirs[p] = [_profile_data(cache_dir, p, nodes, hours, seed + k, mtbf_hours)
@@ -1421,8 +1447,6 @@ def evaluate_cross_profile(
             bar.advance(task)
             train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs[p]]
             test_recs[p] = [_load_recorded(d, mapping=mapping) for d in test_dirs]
-            trained_families[p] = {str(f) for rec in train_recs[p] for f in
-                                   (() if rec.family is None else rec.family)} - NO_PRECURSOR - {""}
             bar.advance(task)
         for label, group, held in trainings:
             dirs = [d for q in group for d in train_dirs[q]]
@@ -1438,7 +1462,6 @@ def evaluate_cross_profile(
                 save_model(ens, model_dir, meta)
             ens, manifest = load_model(model_dir)
             bar.advance(task)
-            families = set().union(*(trained_families[q] for q in group))
             for p_test in tests_of[label]:
                 bar.update(task, description=f"train {label} → test {p_test}")
                 try:
@@ -1452,9 +1475,6 @@ def evaluate_cross_profile(
                 except ValueError as exc:
                     fail(f"test profile {p_test}: {exc}")
                 res.update({"train_profile": label, "test_profile": p_test, "held_out": held,
-                            "families_seen": seen_families(families,
-                                                           {f: c["failures"] for f, c in res["by_family"].items()
-                                                            if f not in NO_PRECURSOR}),
                             "validation": {k: manifest["metrics"]["lstm"].get(k) for k in
                                            ("validation_failures", "validation_ok", "tpr", "tpr_ci95", "fpr")}})
                 pairs.append(res)
@@ -1523,9 +1543,9 @@ def _cross_markdown(result: dict) -> str:
         ok = vote["fpr"] <= bound and vote["tpr_precursor"] >= need
         met[p.get("held_out", False)] += ok
         at = p.get("at_fpr", {}).get("lstm-vote", {}).get("precursor", {}).get("tpr", float("nan"))
-        fam = p["families_seen"]
+        fam = p["families_seen"] or {"share": None, "unseen": {}}
         share = "n/a" if fam["share"] is None else f"{fam['share']:.2f}"
-        unseen = ", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or "none"
+        unseen = ", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or ("none" if p["families_seen"] else "n/a")
         lines.append(f"| {p['train_profile']} → {p['test_profile']} | {vote['tpr_precursor']:.3f} | "
                      f"{vote['fpr']:.2e} | {'yes' if ok else 'no'} | {at:.3f} | {share} | {unseen} |")
     held = sum(p.get("held_out", False) for p in result["pairs"])

@@ -412,6 +412,49 @@ def test_end_to_end_on_simulated_recordings(tmp_path):
     assert all(row["tpr_precursor"] == row["tpr"] for row in rows)
     assert "every failure is counted as one" in (tmp_path / "rep" / "report.md").read_text()
     assert json.loads((tmp_path / "rep" / "report.json").read_text())["online"]["healthy_evaluations"] > 0
+    # the model knows its training families, but nothing says which of these failures belong to one
+    assert result["families_seen"]["share"] is None
+    assert "Families the model was trained on" not in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_evaluate_says_which_precursor_families_the_model_never_saw(tmp_path):
+    """The manifest lists the training failures' families; evaluate failure counts the test's precursor
+    failures of other families, per history and pooled."""
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    simulate_telemetry(str(tmp_path / "train"), nodes=8, hours=3, seed=1, mtbf_hours=0.5, io=False)
+    for seed in (2, 3):
+        simulate_telemetry(str(tmp_path / f"t{seed}"), nodes=8, hours=3, seed=seed, mtbf_hours=0.5, io=False,
+                           profile="mixed")
+    r = runner.invoke(app, ["train", "failure", "--features", "paper", "--data", str(tmp_path / "train"),
+                            "--out", str(tmp_path / "m"), "--mc-splits", "1", "--calibration-ok", "400", "--json"])
+    assert r.exit_code == 0, r.output
+
+    def families(d):
+        return [row["family"] for row in csv.DictReader((d / "failures.csv").read_text().splitlines())
+                if row["family"] != "sudden"]
+
+    trained = sorted(set(families(tmp_path / "train")))
+    meta = json.loads((tmp_path / "m" / "manifest.json").read_text())["metadata"]
+    assert meta["families"] == trained and set(trained) <= {"fan", "voltage", "psu", "stall"}
+    r = runner.invoke(app, ["evaluate", "failure", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "t2"),
+                            "--data", str(tmp_path / "t3"), "--max-ok", "500", "--no-online", "--json"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    for fam, events in [(h["families_seen"], h["by_family"]) for h in result["histories"]] + \
+            [(result["pooled"]["families_seen"], result["pooled"]["by_family"])]:
+        test = {f: c["failures"] for f, c in events.items() if f != "sudden"}
+        assert fam["trained"] == trained
+        assert fam["unseen"] == {f: n for f, n in test.items() if f not in trained}
+        assert fam["seen"] == sum(n for f, n in test.items() if f in trained)
+    pooled = result["pooled"]["families_seen"]
+    assert pooled["unseen"] and pooled["seen"] == sum(h["families_seen"]["seen"] for h in result["histories"])
+    r = runner.invoke(app, ["evaluate", "failure", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "t2"),
+                            "--max-ok", "500", "--no-online"])
+    assert r.exit_code == 0, r.output
+    fam = result["histories"][0]["families_seen"]
+    assert (f"hold {fam['seen']} of the {fam['seen'] + sum(fam['unseen'].values())} precursor failures"
+            in r.stdout.replace("\n", " "))
 
 
 def test_cross_profile_matrix_on_tiny_histories(tmp_path):
