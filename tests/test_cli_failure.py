@@ -803,6 +803,11 @@ def test_a_prior_of_several_profiles_takes_turns_and_is_recorded(tmp_path, monke
     # each file is its own profile's history: mixed's families reach beyond the memory profile's
     families = [set(cli_failure._read_recorded(Path(f)).family) for f in files]
     assert "memory_leak" in families[1] and families[0] - families[1]
+    # the families the model learned from include the prior's: a classic site has no memory leaks
+    site_families = {row["family"] for row in csv.DictReader((site / "failures.csv").read_text().splitlines())}
+    meta = json.loads((tmp_path / "model" / "manifest.json").read_text())["metadata"]
+    assert "memory_leak" not in site_families and "memory_leak" in meta["families"]
+    assert meta["families"] == sorted((site_families | set().union(*families)) - {"sudden", ""})
     r = runner.invoke(app, ["train", "failure", "--data", str(site), "--out", str(tmp_path / "bad"),
                             "--simulated-prior", "2", "--prior-profile", "mixed,mixed"])
     assert r.exit_code != 0 and "distinct names" in r.output
