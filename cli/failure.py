@@ -130,6 +130,18 @@ def _setting_from_options(features: str, target_fpr: Optional[str], fpr_confiden
     return setting
 
 
+def profile_names(profiles: str) -> list[str]:
+    """The distinct profile names of a comma-separated list, in order.
+
+    >>> profile_names(" mixed, memory")
+    ['mixed', 'memory']
+    """
+    names = [p.strip() for p in profiles.split(",") if p.strip()]
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"profiles must be distinct names separated by commas, got {profiles!r}")
+    return names
+
+
 def prior_plan(profiles: str, histories: int) -> list[tuple[str, int]]:
     """``(profile, seed)`` of each of ``histories`` prior histories: the comma-separated ``profiles``
     take turns, each with its own seeds 1, 2, ... (one profile: seeds 1..K, as before).
@@ -139,9 +151,7 @@ def prior_plan(profiles: str, histories: int) -> list[tuple[str, int]]:
     >>> prior_plan("mixed, memory", 3)
     [('mixed', 1), ('memory', 1), ('mixed', 2)]
     """
-    names = [p.strip() for p in profiles.split(",") if p.strip()]
-    if not names or len(set(names)) != len(names):
-        raise ValueError(f"prior profiles must be distinct names separated by commas, got {profiles!r}")
+    names = profile_names(profiles)
     return [(names[i % len(names)], i // len(names) + 1) for i in range(histories)]
 
 
@@ -570,14 +580,13 @@ def train_failure(
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
-        prior_profile = ",".join(p.strip() for p in prior_profile.split(",") if p.strip())
         prior = _simulated_prior(prior_profile, simulated_prior, cache_dir,
                                  progress=lambda m: bar.update(task, description=m))
         ensemble, report, meta, coverage = _train_model(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
             positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift, fpr_confidence=fpr_confidence)
-        meta["simulated_prior"] = ({"profile": prior_profile, "histories": simulated_prior, "nodes": PRIOR_NODES,
+        meta["simulated_prior"] = ({"profile": ",".join(profile_names(prior_profile)), "histories": simulated_prior, "nodes": PRIOR_NODES,
                                     "hours": PRIOR_HOURS, "mtbf_hours": PRIOR_MTBF_HOURS} if prior else None)
         site_map = sensor_map or Settings.load().worker.sensor_map
         meta["sensor_map"] = str(Path(site_map).resolve()) if site_map else "default"
@@ -1409,8 +1418,11 @@ def evaluate_cross_profile(
                                     simulated_prior=0)
     target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits = (
         setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits"))
-    names = [p.strip() for p in profiles.split(",") if p.strip()]
-    if len(names) < 2 or len(set(names)) != len(names):
+    try:
+        names = profile_names(profiles)
+    except ValueError:
+        names = []
+    if len(names) < 2:
         fail(f"--profiles needs at least two distinct profiles, got {profiles!r}")
     if held_out and len(names) < 3:
         fail("--held-out needs three profiles or more (with two, a held-out model is the other profile's pair)")
@@ -1428,12 +1440,11 @@ def evaluate_cross_profile(
     options = (f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}"
                f"-c{calibration_ok}-t{target_fpr}{f'k{fpr_confidence}' if fpr_confidence else ''}-p{persistence}"
                f"-{code_digest()}")
-    # (training label, its profiles, held out?) per model, then one evaluation per (model, test profile)
-    trainings = ([(p, [p], False) for p in names] if pairs_too else []) + (
-        [("+".join(q for q in names if q != p), [q for q in names if q != p], True) for p in names]
-        if held_out else [])
-    tests_of = {label: ([p for p in names if p not in group] if held else names) for label, group, held in trainings}
-    steps = 2 * len(names) + len(trainings) + sum(len(t) for t in tests_of.values())
+    # (training label, its profiles, its test profiles, held out?) per model
+    others = {p: [q for q in names if q != p] for p in names}
+    trainings = ([(p, [p], names, False) for p in names] if pairs_too else []) + (
+        [("+".join(others[p]), others[p], [p], True) for p in names] if held_out else [])
+    steps = 2 * len(names) + sum(1 + len(tests) for _, _, tests, _ in trainings)
     test_seeds = [seed + 100 + j for j in range(test_histories)]
     pairs: list[dict] = []
     with _progress(as_json) as bar:
@@ -1448,7 +1459,7 @@ def evaluate_cross_profile(
             train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs[p]]
             test_recs[p] = [_load_recorded(d, mapping=mapping) for d in test_dirs]
             bar.advance(task)
-        for label, group, held in trainings:
+        for label, group, tests, held in trainings:
             dirs = [d for q in group for d in train_dirs[q]]
             recs = [rec for q in group for rec in train_recs[q]]
             model_dir = cache_dir / "models" / f"{label}-{options}"
@@ -1462,7 +1473,7 @@ def evaluate_cross_profile(
                 save_model(ens, model_dir, meta)
             ens, manifest = load_model(model_dir)
             bar.advance(task)
-            for p_test in tests_of[label]:
+            for p_test in tests:
                 bar.update(task, description=f"train {label} → test {p_test}")
                 try:
                     results = [_evaluate(ens, manifest, rec, recs, seed, max_ok, True, stride,
@@ -1543,9 +1554,9 @@ def _cross_markdown(result: dict) -> str:
         ok = vote["fpr"] <= bound and vote["tpr_precursor"] >= need
         met[p.get("held_out", False)] += ok
         at = p.get("at_fpr", {}).get("lstm-vote", {}).get("precursor", {}).get("tpr", float("nan"))
-        fam = p["families_seen"] or {"share": None, "unseen": {}}
-        share = "n/a" if fam["share"] is None else f"{fam['share']:.2f}"
-        unseen = ", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or ("none" if p["families_seen"] else "n/a")
+        fam = p["families_seen"]   # None: the training failures name no family
+        share = "n/a" if fam is None or fam["share"] is None else f"{fam['share']:.2f}"
+        unseen = "n/a" if fam is None else ", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or "none"
         lines.append(f"| {p['train_profile']} → {p['test_profile']} | {vote['tpr_precursor']:.3f} | "
                      f"{vote['fpr']:.2e} | {'yes' if ok else 'no'} | {at:.3f} | {share} | {unseen} |")
     held = sum(p.get("held_out", False) for p in result["pairs"])

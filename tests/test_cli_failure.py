@@ -582,8 +582,8 @@ def test_cross_profile_held_out_trains_each_model_on_every_other_profile(tmp_pat
     for p in result["pairs"]:
         test = p["test_profile"]
         assert p["families_seen"]["trained"] == sorted(set().union(*(families[q] for q in others[test])))
-        manifest = json.loads((out / "cache" / "models").glob(f"{p['train_profile']}-*/manifest.json")
-                              .__next__().read_text())["metadata"]
+        manifest = json.loads(next((out / "cache" / "models").glob(f"{p['train_profile']}-*/manifest.json"))
+                              .read_text())["metadata"]
         # trained on the other profiles' histories, never on the profile it is tested on
         assert [Path(d).name for d in manifest["data_dirs"]] == [f"{q}-n8-h4-s1-m1-noio" for q in others[test]]
     assert len(list((out / "cache" / "models").iterdir())) == 3
