@@ -125,7 +125,7 @@ def test_robust_features_ignore_per_node_offsets_and_mark_missing():
     full_in = list(FEATURE_SETS["robust"].statistics).index("full_in")
     assert f[1, 6, missing] == 1.0 and f[1, 6, full_in] == 100.0 and not np.isnan(f).any()
     assert np.all(np.delete(f[1, 6], [full_in, missing]) == 0.0)
-    assert len(FEATURE_SETS["robust"].feature_names) == 120
+    assert len(FEATURE_SETS["robust"].feature_names) == 160
 
 
 def test_robust_pace_tells_a_slow_climb_from_a_fast_one_where_the_z_statistics_saturate():
@@ -180,3 +180,33 @@ def test_robust_features_of_one_node_equal_its_row_of_a_batch():
     batch = robust_features(h)
     single = np.concatenate([robust_features(h[i:i + 1]) for i in range(len(h))])
     assert np.array_equal(batch, single)
+    leads = np.stack([h[:, :-2], h[:, 1:-1], h[:, 2:]], axis=1)[..., -FEATURE_SETS["robust"].history_steps:, :]
+    assert np.array_equal(robust_features(leads)[:, 1], robust_features(h[:, 1:-1][:, -leads.shape[2]:]))
+
+
+def test_robust_shape_tells_an_oscillation_and_a_growing_droop_rate_from_their_look_alikes():
+    """A PSU oscillating with a 2-minute period and a PSU warming with a job reach the same
+    peak; only the oscillation travels beyond its net change, leaves a quadratic and reverses.
+    Single-poll Vcore droops more frequent in the window's second half have a positive
+    ``spike_trend``; the same number spread evenly has none.  A lost poll holds the reading
+    before it: no reversal of its own."""
+    rng = np.random.default_rng(4)
+    h = rng.normal(50.0, 0.3, size=(5, FEATURE_SETS["robust"].history_steps, 10))
+    h[:, :, 2] = rng.normal(1.8, 0.003, size=h.shape[:2])
+    k = np.arange(16)
+    h[0, -16:, 3] += 6.0 + 6.0 * np.sin(k * np.pi / 4)           # oscillation, 2-minute period, peak +12
+    h[1, -16:, 3] += 12.0 * np.sin(k * np.pi / 30)               # warming toward the same peak
+    h[2, -16:, 2][[6, 12, 13, 15]] *= 0.9                        # droops bunching toward the end
+    h[3, -16:, 2][[1, 5, 9, 13]] *= 0.9                          # as many, evenly spread
+    h[4, -16:, 3] += 6.0 + 6.0 * np.sin(k * np.pi / 4)
+    h[4, -10, 3] = np.nan
+    f = _robust(h)
+    names = list(FEATURE_SETS["robust"].statistics)
+    wiggle, wave, reversals, trend = (names.index(n) for n in ("wiggle", "wave", "reversals", "spike_trend"))
+    osc, warm = f[0, 3], f[1, 3]
+    assert abs(osc[names.index("z_max")] - warm[names.index("z_max")]) < 1.0     # the same peak in z
+    assert osc[reversals] >= 3 and warm[reversals] == 0
+    assert osc[wave] > 3 * warm[wave] and osc[wiggle] > warm[wiggle] + 1.0
+    assert f[2, 2, trend] == 2 and f[3, 2, trend] == 0                          # 3 of 4 late against 2 and 2
+    assert not np.isnan(f).any() and f[4, 3, reversals] == osc[reversals]
+    assert f[4, 3, wave] == pytest.approx(osc[wave], rel=0.3)
