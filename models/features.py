@@ -185,6 +185,12 @@ def _robust_baseline(base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return med, scale
 
 
+def _hold_last(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each entry along axis −2 replaced by the latest present one up to it; and where one was."""
+    latest = np.maximum.accumulate(np.where(present, np.arange(values.shape[-2])[:, None], -1), axis=-2)
+    return np.take_along_axis(values, np.maximum(latest, 0), axis=-2), latest >= 0
+
+
 def _shape(win: np.ndarray, med: np.ndarray, scale: np.ndarray, base: np.ndarray, floor: np.ndarray,
            window_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``wiggle``, ``wave`` and ``reversals`` of :func:`robust_features`.
@@ -192,10 +198,8 @@ def _shape(win: np.ndarray, med: np.ndarray, scale: np.ndarray, base: np.ndarray
     A lost poll holds the reading before it (the window's median before the first reading),
     so it adds no step of its own: no travel, no reversal.
     """
-    seen = np.where(np.isnan(win), -1, np.arange(window_steps)[:, None])
-    last_seen = np.maximum.accumulate(seen, axis=-2)
-    x = np.take_along_axis(win, np.maximum(last_seen, 0), axis=-2)
-    x = np.where(last_seen < 0, np.nanmedian(win, axis=-2, keepdims=True), x)
+    x, any_seen = _hold_last(win, ~np.isnan(win))
+    x = np.where(any_seen, x, np.nanmedian(win, axis=-2, keepdims=True))
     step = np.diff(x, axis=-2)
     base_step = np.maximum(np.nanmean(np.abs(np.diff(base, axis=-2)), axis=-2), floor)
     travel = np.abs(step).sum(axis=-2) - np.abs(x[..., -1, :] - x[..., 0, :])
@@ -211,8 +215,8 @@ def _shape(win: np.ndarray, med: np.ndarray, scale: np.ndarray, base: np.ndarray
     wave = np.sqrt((residual ** 2).mean(axis=-2))
     # the sign of the latest large step at each step (0 before the first): a reversal is a change of it
     sign = np.where(np.abs(step) > 2 * base_step[..., None, :], np.sign(step), 0.0)
-    latest = np.maximum.accumulate(np.where(sign != 0, np.arange(window_steps - 1)[:, None], -1), axis=-2)
-    held = np.take_along_axis(sign, np.maximum(latest, 0), axis=-2) * (latest >= 0)
+    held, any_large = _hold_last(sign, sign != 0)
+    held = held * any_large
     reversals = (held[..., 1:, :] * held[..., :-1, :] < 0).sum(axis=-2)
     return wiggle, wave, reversals
 
@@ -278,7 +282,8 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
         zb = (base - med[..., None, :]) / scale[..., None, :]
         n = (~np.isnan(z)).sum(axis=-2)
         z_last = np.nanmean(z[..., -2:, :], axis=-2)
-        spikes_w = (np.abs(z) > SPIKE_Z).sum(axis=-2) / np.maximum(n, 1)
+        spikes = np.abs(z) > SPIKE_Z
+        spikes_w = spikes.sum(axis=-2) / np.maximum(n, 1)
         spikes_b = (np.abs(zb) > SPIKE_Z).sum(axis=-2) / np.maximum((~np.isnan(zb)).sum(axis=-2), 1)
         last = np.nanmean(win[..., -2:, :], axis=-2)
         unit = np.where(PERCENT_SENSORS, 100.0, np.abs(med) + 1e-3)   # a percent sensor's points / 100, else m
@@ -294,7 +299,6 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
         # an unknown level or pace is no sign of filling up: read as the cap, and ``missing`` says why
         full_in = np.where(PERCENT_SENSORS, np.where(np.isnan(full_in), FULL_IN_MINUTES, full_in), 0.0)
         wiggle, wave, reversals = _shape(win, med, scale, base, floor, window_steps)
-        spikes = np.abs(z) > SPIKE_Z
         half = window_steps // 2
         spike_trend = spikes[..., half:, :].sum(axis=-2) - spikes[..., :half, :].sum(axis=-2)
         stats = np.stack([
