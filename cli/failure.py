@@ -834,7 +834,7 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
 
     from hpcguard.models.failure.dataset import build_events, healthy_mask
     from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, caught_by_family, check_targets,
-                                                    look_alike_at, online_scan, online_summary,
+                                                    false_positive_runs, look_alike_at, online_scan, online_summary,
                                                     online_vote_scan, report_row, warnings_at)
     from hpcguard.streams.predictors import EnsemblePredictor
 
@@ -889,8 +889,12 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
     result["by_family"] = {f: {"failures": c["failures"], **{name: by_family[name][f]["caught"] for name in shown}}
                            for f, c in by_family[shown[0]].items()}
     result["families_seen"] = _families_seen(manifest.get("metadata", {}).get("families"), result["by_family"])
+    ok = np.flatnonzero(events.labels == 0)
+    # false positives come in runs (one look-alike, one node's odd stretch): how many independent ones
+    result["false_positive_runs"] = {name: false_positive_runs(events.nodes[ok][decisions[name][ok]],
+                                                               events.times[ok][decisions[name][ok]])
+                                     for name in shown}
     if rec.look_alikes is not None and rec.look_alike_kinds is not None:
-        ok = np.flatnonzero(events.labels == 0)
         inside = look_alike_at(events.nodes[ok], events.times[ok], rec.look_alikes, rec.look_alike_kinds)
         result["false_positives_by_look_alike"] = {}
         for name in shown:
@@ -1142,6 +1146,8 @@ def _pooled(ensemble, results: list[dict], at_fpr: float) -> dict:
     out["by_family"] = _add_counts([r["by_family"] for r in results])
     seen = results[0].get("families_seen")
     out["families_seen"] = _families_seen(None if seen is None else seen["trained"], out["by_family"])
+    out["false_positive_runs"] = {name: sum(r["false_positive_runs"][name] for r in results)
+                                  for name in results[0]["false_positive_runs"]}
     if all("false_positives_by_look_alike" in r for r in results):
         per_name = _add_counts([{name: kinds} for r in results
                                 for name, kinds in r["false_positives_by_look_alike"].items()])
@@ -1177,6 +1183,8 @@ def _history_summary(result: dict, seed: int) -> dict:
 
 
 def _markdown(result: dict) -> str:
+    from hpcguard.models.failure.evaluation import FALSE_POSITIVE_RUN_GAP_S
+
     lines = [f"# Failure prediction on {result['data']}", "",
              f"model {result['version']} (features {result['features']}); {result['failures']} failure events "
              f"({result['precursor_failures']} with a precursor), {result['ok_events']} ok events", ""]
@@ -1224,6 +1232,13 @@ def _markdown(result: dict) -> str:
         lines += ["", f"Families the model was trained on ({', '.join(fam['trained']) or 'none'}) hold {fam['seen']} "
                   f"of the {fam['seen'] + sum(fam['unseen'].values())} precursor failures ({fam['share']:.0%}); "
                   "not seen in training: " + (", ".join(f"{f} ({n})" for f, n in fam["unseen"].items()) or "none")]
+    fp = {r["name"]: r["fp"] for r in result.get("rows", [])}
+    runs = {name: n for name, n in result.get("false_positive_runs", {}).items() if fp.get(name)}
+    if runs:
+        lines += ["", "False positives in runs (one node's within "
+                  f"{FALSE_POSITIVE_RUN_GAP_S / 60:.0f} min of each other are one; an fpr resting on a few runs "
+                  "moves far from one history to the next): "
+                  + ", ".join(f"{name} {fp[name]} in {n}" for name, n in runs.items())]
     for name, kinds in result.get("false_positives_by_look_alike", {}).items():
         if kinds:
             lines += ["", f"False positives of {name} by the look-alike episode they lie in: "

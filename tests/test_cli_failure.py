@@ -135,6 +135,10 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
         # every false positive is named by the look-alike episode it lies in, or 'none'
         kinds = result["false_positives_by_look_alike"][name]
         assert set(kinds) <= {"fan_dip", "psu_warm", "none"} and sum(kinds.values()) == by_row[name]["fp"]
+        # false positives in runs: at least one per node that has any, at most one each
+        runs = result["false_positive_runs"][name]
+        assert (runs == 0) == (by_row[name]["fp"] == 0) and runs <= by_row[name]["fp"]
+    assert by_row["single-network@2min"]["fp"] > 0       # the fixture gives the runs something to count
     # the vote and the 2-minute network at the target's fpr, threshold set on these healthy events
     at = result["at_fpr"]
     assert set(at) == {"lstm-vote", "single-network@2min"}
@@ -229,6 +233,8 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
         for key in ("failures", "lstm-vote", "single-network@2min"):
             assert counts[key] == sum(h["by_family"].get(family, {}).get(key, 0) for h in (first, second))
     assert sum(f["failures"] for f in p["online"]["by_family"].values()) == online["failures"]
+    assert p["false_positive_runs"] == {name: first["false_positive_runs"][name] + second["false_positive_runs"][name]
+                                        for name in ("lstm-vote", "single-network@2min")}
     vote_at = p["at_fpr"]["lstm-vote"]
     assert vote_at["all"]["ok"] == p["ok_events"] == first["ok_events"] + second["ok_events"]
     assert vote_at["precursor"]["failures"] == p["precursor_failures"]

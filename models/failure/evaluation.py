@@ -14,7 +14,8 @@ one pass (the operating curve: failures warned against false-alarm episodes per 
 node-days; ``pool_curves`` and ``pool_summaries`` add several histories') and
 ``threshold_for_false_alarms`` picks the threshold for a budget.
 ``tpr_at_fpr`` gives what a score reaches with its threshold put at one false-positive
-rate of the data at hand, and ``check_targets`` compares a report with the prediction
+rate of the data at hand, ``false_positive_runs`` how many independent runs its false
+positives form, and ``check_targets`` compares a report with the prediction
 targets (``PREDICTION_TARGETS``).
 
 Example
@@ -43,6 +44,9 @@ PREDICTION_TARGETS: dict[str, float] = {"vote_fpr": 2e-4, "vote_tpr": 0.50, "vot
                                         "online_precursor_warned_2min_share": 0.70,
                                         "online_false_alarms_per_100_node_days": 2.0,
                                         "cross_profile_tpr_precursor": 0.50}
+# one node's false positives closer than this are one run: a benign look-alike (a cooling blip, a
+# fan dip, a job filling RAM) lasts minutes, and its lead windows trail it by up to 7 more
+FALSE_POSITIVE_RUN_GAP_S = 900.0
 
 
 def report_row(name: str, y_true: np.ndarray, y_pred: np.ndarray, p_ok: float = 1.0) -> dict[str, Any]:
@@ -145,6 +149,31 @@ def seen_families(trained: Sequence[str], precursor_failures: dict[str, int]) ->
     seen = total - sum(unseen.values())
     share = None if "unknown" in precursor_failures or not total else seen / total
     return {"trained": sorted(known), "seen": seen, "unseen": unseen, "share": share}
+
+
+def false_positive_runs(nodes: np.ndarray, times: np.ndarray, gap_s: float = FALSE_POSITIVE_RUN_GAP_S) -> int:
+    """How many runs the false positives at ``(node, time)`` form: one node's false positives less
+    than ``gap_s`` apart are one run.
+
+    Healthy events are drawn from every node and step, so one look-alike episode or one odd stretch
+    of a node gives several false positives in a row; the runs are what happened independently, and
+    an fpr that rests on a few runs moves far from one history to the next.
+
+    >>> false_positive_runs(np.array([3, 5, 3, 3]), np.array([300.0, 300.0, 0.0, 2000.0]))  # node 3: 0-300 s, 2000 s
+    3
+    >>> false_positive_runs(np.array([1, 1]), np.array([0.0, 900.0])), false_positive_runs(np.array([]), np.array([]))
+    (2, 0)
+    """
+    n, t = np.asarray(nodes), np.asarray(times, float)
+    if n.size != t.size:
+        raise ValueError(f"{n.size} nodes for {t.size} times")
+    if n.size == 0:
+        return 0
+    order = np.lexsort((t, n))
+    n, t = n[order], t[order]
+    starts = np.ones(n.size, bool)
+    starts[1:] = (n[1:] != n[:-1]) | (np.diff(t) >= gap_s)
+    return int(starts.sum())
 
 
 def look_alike_at(nodes: np.ndarray, times: np.ndarray, look_alikes: tuple, kinds: Sequence[str],
