@@ -891,9 +891,9 @@ def _evaluate(ensemble, manifest: dict, rec: Recorded, train_recs: list[Recorded
     result["families_seen"] = _families_seen(manifest.get("metadata", {}).get("families"), result["by_family"])
     ok = np.flatnonzero(events.labels == 0)
     # false positives come in runs (one look-alike, one node's odd stretch): how many independent ones
-    result["false_positive_runs"] = {name: false_positive_runs(events.nodes[ok][decisions[name][ok]],
-                                                               events.times[ok][decisions[name][ok]])
-                                     for name in shown}
+    false_positives = {name: ok[decisions[name][ok]] for name in shown}
+    result["false_positive_runs"] = {name: false_positive_runs(events.nodes[i], events.times[i])
+                                     for name, i in false_positives.items()}
     if rec.look_alikes is not None and rec.look_alike_kinds is not None:
         inside = look_alike_at(events.nodes[ok], events.times[ok], rec.look_alikes, rec.look_alike_kinds)
         result["false_positives_by_look_alike"] = {}

@@ -33,7 +33,7 @@ import numpy as np
 
 from hpcguard.models.features import WINDOW_STEPS
 from hpcguard.models.metrics import poisson_interval, ratio, uc_crossing, uc_probability, wilson_interval
-from hpcguard.models.warning_eval import score_warnings
+from hpcguard.models.warning_eval import score_warnings, warning_episodes
 
 UC_LEVELS: tuple[float, ...] = (0.05, 0.30, 0.50)
 # what the failure prediction has to reach on a site it was not tuned to: the LSTM vote's tpr
@@ -44,7 +44,7 @@ PREDICTION_TARGETS: dict[str, float] = {"vote_fpr": 2e-4, "vote_tpr": 0.50, "vot
                                         "online_precursor_warned_2min_share": 0.70,
                                         "online_false_alarms_per_100_node_days": 2.0,
                                         "cross_profile_tpr_precursor": 0.50}
-# one node's false positives closer than this are one run: a benign look-alike (a cooling blip, a
+# one node's false positives no farther apart than this are one run: a benign look-alike (a cooling blip, a
 # fan dip, a job filling RAM) lasts minutes, and its lead windows trail it by up to 7 more
 FALSE_POSITIVE_RUN_GAP_S = 900.0
 
@@ -152,8 +152,9 @@ def seen_families(trained: Sequence[str], precursor_failures: dict[str, int]) ->
 
 
 def false_positive_runs(nodes: np.ndarray, times: np.ndarray, gap_s: float = FALSE_POSITIVE_RUN_GAP_S) -> int:
-    """How many runs the false positives at ``(node, time)`` form: one node's false positives less
-    than ``gap_s`` apart are one run.
+    """How many runs the false positives at ``(node, time)`` form: one node's false positives no
+    more than ``gap_s`` apart are one run (:func:`~hpcguard.models.warning_eval.warning_episodes`,
+    the grouping of the online false-alarm episodes).
 
     Healthy events are drawn from every node and step, so one look-alike episode or one odd stretch
     of a node gives several false positives in a row; the runs are what happened independently, and
@@ -161,19 +162,12 @@ def false_positive_runs(nodes: np.ndarray, times: np.ndarray, gap_s: float = FAL
 
     >>> false_positive_runs(np.array([3, 5, 3, 3]), np.array([300.0, 300.0, 0.0, 2000.0]))  # node 3: 0-300 s, 2000 s
     3
-    >>> false_positive_runs(np.array([1, 1]), np.array([0.0, 900.0])), false_positive_runs(np.array([]), np.array([]))
-    (2, 0)
+    >>> [false_positive_runs(np.array([1, 1]), np.array([0.0, t])) for t in (900.0, 901.0)]
+    [1, 2]
+    >>> false_positive_runs(np.array([]), np.array([]))
+    0
     """
-    n, t = np.asarray(nodes), np.asarray(times, float)
-    if n.size != t.size:
-        raise ValueError(f"{n.size} nodes for {t.size} times")
-    if n.size == 0:
-        return 0
-    order = np.lexsort((t, n))
-    n, t = n[order], t[order]
-    starts = np.ones(n.size, bool)
-    starts[1:] = (n[1:] != n[:-1]) | (np.diff(t) >= gap_s)
-    return int(starts.sum())
+    return len(warning_episodes(nodes, times, gap_s))
 
 
 def look_alike_at(nodes: np.ndarray, times: np.ndarray, look_alikes: tuple, kinds: Sequence[str],
