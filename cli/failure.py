@@ -75,17 +75,21 @@ THIN_CALIBRATION_EPISODES = 10
 # measured on a held-out site (docs/results.md, "A target fpr kept with 95 % confidence": the vote's
 # fpr kept under 2e-4 on the site's own healthy steps, borrowed simulated failures); `--features
 # paper` keeps seed 000's (its threshold rule, no borrowed history), so Tab. 4.1 reproduces as before.
+# `simulated_look_alikes`: the simulator's benign look-alikes as healthy examples for the boosted trees
+# where no prior brings them (docs/results.md, "The simulator's look-alikes as negatives").
 SITE_SETTING = {"target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 300_000, "persistence": 2,
-                "mc_splits": 2, "simulated_prior": 24}
+                "mc_splits": 2, "simulated_prior": 24, "simulated_look_alikes": 8}
 PAPER_SETTING = {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 20_000, "persistence": 1,
-                 "mc_splits": 3, "simulated_prior": 0}
+                 "mc_splits": 3, "simulated_prior": 0, "simulated_look_alikes": 0}
 
 
 def training_setting(features: str, **given) -> dict:
     """The setting ``train failure`` trains with: each option ``given`` (not ``None``) over the
     defaults of the feature set (:data:`PAPER_SETTING` for ``paper``, else :data:`SITE_SETTING`).
     ``fpr_confidence=0`` asks for the point estimate (no confidence), ``target_fpr="none"`` for seed
-    000's threshold rule (and no confidence unless one is given).
+    000's threshold rule (and no confidence unless one is given).  ``simulated_look_alikes``, when
+    not given, is 0 unless the trees are trained without a simulated prior (the prior's histories
+    bring their look-alikes; only the trees learn from look-alike-only histories).
 
     >>> training_setting("trees", persistence=1)["persistence"], training_setting("trees")["target_fpr"]
     (1, 0.0002)
@@ -93,6 +97,10 @@ def training_setting(features: str, **given) -> dict:
     (0, None)
     >>> {k: v for k, v in training_setting("trees", target_fpr="none").items() if "fpr" in k}
     {'target_fpr': None, 'fpr_confidence': None}
+    >>> [training_setting(f, simulated_prior=0)["simulated_look_alikes"] for f in ("trees", "robust")]
+    [8, 0]
+    >>> training_setting("trees")["simulated_look_alikes"]
+    0
     """
     base = PAPER_SETTING if features == "paper" else SITE_SETTING
     unknown = set(given) - set(base)
@@ -105,6 +113,8 @@ def training_setting(features: str, **given) -> dict:
             setting["fpr_confidence"] = None
     if setting["fpr_confidence"] == 0:
         setting["fpr_confidence"] = None
+    if given.get("simulated_look_alikes") is None and (features != "trees" or setting["simulated_prior"]):
+        setting["simulated_look_alikes"] = 0
     return setting
 
 
@@ -127,6 +137,8 @@ def _setting_from_options(features: str, target_fpr: Optional[str], fpr_confiden
     setting = training_setting(features, target_fpr=target, fpr_confidence=fpr_confidence, **given)
     if setting["fpr_confidence"] is not None and setting["target_fpr"] is None:
         fail("--fpr-confidence keeps a --target-fpr: give one (e.g. --target-fpr 2e-4)")
+    if setting["simulated_look_alikes"] and features != "trees":
+        fail(f"--simulated-look-alikes feeds the boosted trees of --features trees, not --features {features}")
     return setting
 
 
@@ -329,12 +341,15 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                  persistence: int = 1, allow_missing: tuple[str, ...] = (), hard_negatives: bool = True,
                  progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0,
                  prior: tuple[tuple[Path, Recorded], ...] = (), lead_shift: bool = True,
-                 fpr_confidence: Optional[float] = None):
+                 fpr_confidence: Optional[float] = None,
+                 look_alike_only: tuple[tuple[Path, Recorded], ...] = ()):
     """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
 
     ``prior``: simulated ``(file, history)`` pairs trained on beside the site's own ``data`` (see
     :func:`_prior_recorded`); coverage, the missing-sensor check and the voter's healthy
     calibration events come from ``data`` alone, so the threshold's fpr is the site's.
+    ``look_alike_only``: simulated ``(file, history)`` pairs whose benign look-alikes alone (no
+    failures, no other healthy steps) are added to the boosted trees' fit, as healthy examples.
     """
     import hashlib
 
@@ -367,15 +382,16 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
              "report above), or pass --allow-missing NAME to train without them (their features then carry "
              "no information: paper features are filled with 0, site features are 0 with the missing mask 1)")
     own = len(recs)
-    if prior:
-        absent_here = [s for s, share in coverage["shares"].items() if not share]
-        end = max(rec.t0 + 15.0 * rec.values.shape[1] for rec in recs)
-        recs = recs + [_prior_recorded(rec, end, absent_here) for _, rec in prior]
-    prior_files = [f for f, _ in prior]
+    absent_here = [s for s, share in coverage["shares"].items() if not share]
+    end = max(rec.t0 + 15.0 * rec.values.shape[1] for rec in recs)
+    recs = recs + [_prior_recorded(rec, end, absent_here) for _, rec in prior]
+    prior_files, look_files = [f for f, _ in prior], [f for f, _ in look_alike_only]
     data = list(data) + [str(f) for f in prior_files]
     encoder, encoder_report = None, None
     if features in LEARNED_FEATURE_SETS:
-        encoder, encoder_report, fs = _fit_encoder(features, data, recs, seed, hard_negatives, note)
+        look_recs = [_prior_recorded(rec, end, absent_here) for _, rec in look_alike_only]
+        encoder, encoder_report, fs = _fit_encoder(features, data, recs, seed, hard_negatives, note,
+                                                   look_alike_only=look_recs)
     parts, calib = [], []
     for k, (d, rec) in enumerate(zip(data, recs)):
         note(f"events of {d}")
@@ -417,8 +433,9 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     except ValueError as exc:
         fail(str(exc))
     digest = digest_dirs(data[:own])
-    if prior_files:
-        digest = hashlib.sha256(f"{digest}|{digest_files(prior_files)}".encode()).hexdigest()
+    if prior_files or look_files:
+        digest = hashlib.sha256(f"{digest}|{digest_files(prior_files)}|{digest_files(look_files)}"
+                                .encode()).hexdigest()
     map_digest = mapping.digest
     # every option that changes the weights or the threshold, recorded in the manifest and digested
     # into the version with the data, the mapping and the model code (a statistic added to a feature
@@ -441,6 +458,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                                           for r in report["networks"]], "training": report}
     meta = {"hpcguard_version": __version__, "data_dirs": [str(Path(d).resolve()) for d in data[:own]],
             "simulated_prior_files": [str(f.resolve()) for f in prior_files],
+            "simulated_look_alike_files": [str(f.resolve()) for f in look_files],
             "training_data_sha256": digest, "sensor_map_sha256": map_digest, "model_code": model_code, **options,
             "coverage": coverage["shares"], "coverage_warnings": coverage["warnings"],
             "missing_sensors": [s for s, share in coverage["shares"].items() if not share],
@@ -450,12 +468,14 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     return ensemble, report, meta, coverage
 
 
-def _fit_encoder(features: str, data: list[str], recs: list[Recorded], seed: int, hard_negatives: bool, note):
+def _fit_encoder(features: str, data: list[str], recs: list[Recorded], seed: int, hard_negatives: bool, note,
+                 look_alike_only: list[Recorded] = ()):
     """The front-end of a learned feature set, fitted on the networks' period (failures, healthy events
     and look-alikes): the LSTM voter and its threshold then see outputs of histories the front-end was
     not fitted on, as the test will.  ``conv``: the convolutional encoder, on one lead's history per
-    event, drawn; ``trees``: the boosted trees, on every lead's (docs/results.md measured both ways).
-    Returns ``(front-end, its report, its feature set)``."""
+    event, drawn; ``trees``: the boosted trees, on every lead's (docs/results.md measured both ways),
+    plus the benign look-alikes of the ``look_alike_only`` histories (all their times: none of them
+    reaches the voter).  Returns ``(front-end, its report, its feature set)``."""
     import numpy as np
 
     from hpcguard.models.failure import encoder as conv
@@ -479,6 +499,16 @@ def _fit_encoder(features: str, data: list[str], recs: list[Recorded], seed: int
             ev.features = ev.features[np.arange(len(ev.labels)), lead][:, None].astype(np.float32)
         parts.append(ev)
     events = Events.concat(parts)
+    if look_alike_only and features != "trees":
+        raise ValueError("only the boosted trees learn from look-alike-only histories")
+    negatives = []
+    for j, rec in enumerate(look_alike_only):
+        note(f"look-alikes of simulated history {j + 1}/{len(look_alike_only)}")
+        # drawn as a site's events are (the same seed, the same rows), then only the look-alikes kept
+        ev = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times,
+                          features=FEATURE_SETS["robust"], ok_ratio=module.OK_PER_FAILURE, seed=seed + 500 + j,
+                          per_look_alike=module.PER_LOOK_ALIKE, look_alikes=rec.look_alikes)
+        negatives.append(ev.subset(np.flatnonzero(ev.hard & (ev.labels == 0))))
     try:
         fit = events.subset(np.flatnonzero(events.times < voter_period_start(events)))
         if features == "conv":
@@ -486,7 +516,10 @@ def _fit_encoder(features: str, data: list[str], recs: list[Recorded], seed: int
             front, report = conv.fit_encoder(windows, fit.labels, seed=seed, progress=lambda m: note(f"training {m}"))
             return front, report, conv.encoder_feature_set(front)
         note("training the boosted trees")
+        if negatives:
+            fit = Events.concat([fit] + negatives)
         front, report = trees.fit_trees(fit.features, fit.labels, seed=seed)   # every lead's history
+        report["look_alike_only_negatives"] = sum(len(n.labels) for n in negatives)
         return front, report, trees.trees_feature_set(front)
     except ValueError as exc:
         fail(f"cannot fit the {features} front-end: {exc}")
@@ -553,6 +586,15 @@ def train_failure(
                                                   "failures for a site with little history (default 24; paper 0: "
                                                   "the site alone).  Coverage and the LSTM threshold's healthy "
                                                   "events stay the site's own (docs/results.md measures the gain)."),
+    simulated_look_alikes: Optional[int] = typer.Option(None, "--simulated-look-alikes", min=0, max=400,
+                                                        help="Also fit the boosted trees on the benign look-alikes "
+                                                        "(and nothing else) of K more simulated histories of "
+                                                        "--prior-profile: rack cooling blips, fan dips, jobs "
+                                                        "filling RAM... as healthy examples, for a site whose own "
+                                                        "history lacks some (default 8 with --simulated-prior 0, "
+                                                        "else 0: the prior brings its own; --features trees "
+                                                        "only).  They reach neither the networks nor the "
+                                                        "threshold (docs/results.md measures the gain)."),
     prior_profile: str = typer.Option("mixed", "--prior-profile", help="Simulator profile of the prior "
                                       "(hpcguard simulate telemetry --profile), or several separated by commas: "
                                       "they take turns, so --simulated-prior 24 --prior-profile "
@@ -573,21 +615,30 @@ def train_failure(
 
     setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                     calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
-                                    simulated_prior=simulated_prior)
-    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior = (
+                                    simulated_prior=simulated_prior, simulated_look_alikes=simulated_look_alikes)
+    if not hard_negatives:   # no look-alike is a healthy example, the simulator's included
+        if setting["simulated_look_alikes"] and simulated_look_alikes:
+            fail("--simulated-look-alikes adds look-alikes as healthy examples: not with --no-hard-negatives")
+        setting["simulated_look_alikes"] = 0
+    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior, look_k = (
         setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
-                             "simulated_prior"))
+                             "simulated_prior", "simulated_look_alikes"))
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
-        prior = _simulated_prior(prior_profile, simulated_prior, cache_dir,
-                                 progress=lambda m: bar.update(task, description=m))
+        # the look-alike-only histories follow the prior's (its seeds 1..K, theirs K+1..K+L)
+        simulated = _simulated_prior(prior_profile, simulated_prior + look_k, cache_dir,
+                                     progress=lambda m: bar.update(task, description=m))
+        prior, look_alike_only = simulated[:simulated_prior], simulated[simulated_prior:]
         ensemble, report, meta, coverage = _train_model(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
-            positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift, fpr_confidence=fpr_confidence)
-        meta["simulated_prior"] = ({"profile": ",".join(profile_names(prior_profile)), "histories": simulated_prior, "nodes": PRIOR_NODES,
-                                    "hours": PRIOR_HOURS, "mtbf_hours": PRIOR_MTBF_HOURS} if prior else None)
+            positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift, fpr_confidence=fpr_confidence,
+            look_alike_only=look_alike_only)
+        shape = {"profile": ",".join(profile_names(prior_profile)), "nodes": PRIOR_NODES, "hours": PRIOR_HOURS,
+                 "mtbf_hours": PRIOR_MTBF_HOURS}
+        meta["simulated_prior"] = {**shape, "histories": simulated_prior} if prior else None
+        meta["simulated_look_alikes"] = ({**shape, "histories": look_k} if look_alike_only else None)
         site_map = sensor_map or Settings.load().worker.sensor_map
         meta["sensor_map"] = str(Path(site_map).resolve()) if site_map else "default"
         bar.update(task, description="writing model")
@@ -601,6 +652,7 @@ def train_failure(
                "history_steps": ensemble.history_steps, "events": report["events"], "failures": report["failures"],
                "hard_negatives": meta["hard_negatives"], "lstm_threshold": ensemble.threshold, **lstm,
                "sensor_map_sha256": meta["sensor_map_sha256"], "simulated_prior": meta["simulated_prior"],
+               "simulated_look_alikes": meta["simulated_look_alikes"],
                "coverage": coverage["shares"],
                "coverage_warnings": coverage["warnings"], "networks": meta["metrics"]["networks"], "notes": []}
     if not meta["hard_negatives"]:
@@ -633,7 +685,7 @@ def train_failure(
                + ("none (seed 000's rule)" if target_fpr is None else f"{target_fpr:g}"
                   + (f" kept with {100 * fpr_confidence:g} % confidence" if fpr_confidence else " (point estimate)"))
                + f", {calibration_ok} calibration events, persistence {persistence}, {mc_splits} MC splits, "
-               f"{simulated_prior} simulated prior histories")
+               f"{simulated_prior} simulated prior histories, {look_k} look-alike-only histories")
     lo, hi = lstm["tpr_ci95"]
     typer.echo(f"wrote {out} ({ensemble.version}): {report['events']} events, {report['failures']} failures, "
                f"{meta['hard_negatives']} hard negatives; LSTM threshold {ensemble.threshold:.4g} chosen on "
@@ -1407,6 +1459,11 @@ def evaluate_cross_profile(
                                                    "for the point estimate (default: train failure's)."),
     persistence: Optional[int] = typer.Option(None, "--persistence", min=1, help="Online: consecutive steps the "
                                               "vote must fire (default: train failure's)."),
+    simulated_look_alikes: Optional[int] = typer.Option(None, "--simulated-look-alikes", min=0, max=400,
+                                                        help="Look-alike-only simulated histories (mixed profile, "
+                                                        "48 × 24 h, seeds 1..K) whose benign look-alikes the trees "
+                                                        "of every model also learn as healthy (default: train "
+                                                        "failure's without a prior, 8 for --features trees)."),
     max_ok: int = typer.Option(50000, "--max-ok", min=100, help="Healthy test events sampled for the fpr."),
     stride: int = typer.Option(4, "--scan-stride", min=1, help="Online scan: evaluate every N-th 15 s step "
                                "(1 = as the worker; 4 = every minute, 4x cheaper, but short false alarms "
@@ -1427,12 +1484,13 @@ def evaluate_cross_profile(
     from hpcguard.models.features import history_steps_of
 
     # the setting train failure would use, without its simulated prior: each profile's own histories
-    # are what a pair trains on
+    # are what a pair trains on (the trees also on the simulator's look-alikes, never its failures)
     setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                     calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
-                                    simulated_prior=0)
-    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits = (
-        setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits"))
+                                    simulated_prior=0, simulated_look_alikes=simulated_look_alikes)
+    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, look_k = (
+        setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
+                             "simulated_look_alikes"))
     try:
         names = profile_names(profiles)
     except ValueError:
@@ -1454,7 +1512,7 @@ def evaluate_cross_profile(
     # the code digest is part of the key: a model cached by another version of the features is not reused
     options = (f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}"
                f"-c{calibration_ok}-t{target_fpr}{f'k{fpr_confidence}' if fpr_confidence else ''}-p{persistence}"
-               f"-{code_digest()}")
+               f"-l{look_k}-{code_digest()}")
     # (training label, its profiles, its test profiles, held out?) per model
     others = {p: [q for q in names if q != p] for p in names}
     trainings = ([(p, [p], names, False) for p in names] if pairs_too else []) + (
@@ -1474,6 +1532,8 @@ def evaluate_cross_profile(
             train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs[p]]
             test_recs[p] = [_load_recorded(d, mapping=mapping) for d in test_dirs]
             bar.advance(task)
+        look_alike_only = _simulated_prior("mixed", look_k, str(cache_dir),
+                                           progress=lambda m: bar.update(task, description=m))
         for label, group, tests, held in trainings:
             dirs = [d for q in group for d in train_dirs[q]]
             recs = [rec for q in group for rec in train_recs[q]]
@@ -1483,6 +1543,7 @@ def evaluate_cross_profile(
                 ens, _, meta, _ = _train_model(dirs, mapping, features, seed, calibration_ok=calibration_ok,
                                                target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                                mc_splits=mc_splits, persistence=persistence, recs=recs,
+                                               look_alike_only=look_alike_only,
                                                progress=lambda m, p=label: bar.update(task, description=f"{p}: {m}"))
                 meta["profile"] = label
                 save_model(ens, model_dir, meta)

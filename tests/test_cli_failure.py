@@ -98,8 +98,10 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
     assert summary["fpr"] <= summary["fpr_upper"] <= 1 and "fpr_confidence" not in meta
     # --features paper keeps seed 000's setting where an option is not given
     assert summary["setting"] == {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 1500,
-                                  "persistence": 1, "mc_splits": 2, "simulated_prior": 0, "defaults": "paper"}
+                                  "persistence": 1, "mc_splits": 2, "simulated_prior": 0, "simulated_look_alikes": 0,
+                                  "defaults": "paper"}
     assert meta["target_fpr"] is None and meta["persistence"] == 1 and meta["simulated_prior"] is None
+    assert meta["simulated_look_alikes"] is None and meta["simulated_look_alike_files"] == []
     # the same data and options through other model code (a statistic added to a feature set): another version
     monkeypatch.setattr(model_store, "code_digest", lambda: "0" * 12)
     r = runner.invoke(app, train + ["--out", str(recorded / "other-code")])
@@ -323,6 +325,7 @@ def _train_and_evaluate_learned(recorded, features: str):
     model = recorded / features
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
                             "--features", features, "--target-fpr", "none", "--simulated-prior", "0",
+                            "--simulated-look-alikes", "0",
                             "--persistence", "1", "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
@@ -477,7 +480,7 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     # the options given, and train failure's defaults for the rest (without its simulated prior)
     assert result["setting"] == {"target_fpr": 1e-4, "fpr_confidence": None, "calibration_ok": 1500,
                                  "persistence": cli_failure.SITE_SETTING["persistence"], "mc_splits": 1,
-                                 "simulated_prior": 0}
+                                 "simulated_prior": 0, "simulated_look_alikes": 0}
     for p in result["pairs"]:
         names = [row["name"] for row in p["rows"]]
         assert "lstm-vote" in names and "unanimous@6" in names and any(n.startswith("baseline") for n in names)
@@ -606,7 +609,8 @@ def test_cross_profile_needs_two_profiles(tmp_path):
     # its training options are read as train failure reads them, with the same errors
     for bad, message in ((["--target-fpr", "abc"], "takes a rate"), (["--target-fpr", "2"], "must be in [0, 1]"),
                          (["--target-fpr", "none", "--fpr-confidence", "0.9"], "keeps a --target-fpr"),
-                         (["--held-out"], "three profiles or more"), (["--no-pairs"], "nothing to evaluate")):
+                         (["--held-out"], "three profiles or more"), (["--no-pairs"], "nothing to evaluate"),
+                         (["--features", "site", "--simulated-look-alikes", "2"], "--features trees")):
         r = runner.invoke(app, ["evaluate", "cross-profile", "--profiles", "classic,mixed", "--out", str(tmp_path)]
                           + bad)
         assert r.exit_code == 2 and message in r.output, (bad, r.output)
@@ -731,19 +735,20 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     site gives wins, and what it gives wrong is refused before anything is trained."""
     model = recorded / "site-default"
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
-                            "--simulated-prior", "0", "--mc-splits", "1", "--calibration-ok", "1500", "--json"])
+                            "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
+                            "--calibration-ok", "1500", "--json"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
     assert summary["features"] == "trees" and summary["setting"] == {
         "target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 1500, "persistence": 2, "mc_splits": 1,
-        "simulated_prior": 0, "defaults": "site"}
+        "simulated_prior": 0, "simulated_look_alikes": 0, "defaults": "site"}
     meta = json.loads((model / "manifest.json").read_text())["metadata"]
     assert (meta["target_fpr"], meta["fpr_confidence"], meta["persistence"]) == (2e-4, 0.95, 2)
     # ~750 healthy validation draws cannot bound 2e-4: said, with the calibration that would
     assert any("--calibration-ok 300000" in n for n in summary["notes"]), summary["notes"]
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model / "seed-rule"),
-                            "--simulated-prior", "0", "--mc-splits", "1", "--calibration-ok", "1500",
-                            "--target-fpr", "none"])
+                            "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
+                            "--calibration-ok", "1500", "--target-fpr", "none"])
     assert r.exit_code == 0, r.output
     assert "target fpr none (seed 000's rule)" in r.stdout and "persistence 2" in r.stdout
     meta = json.loads((model / "seed-rule" / "manifest.json").read_text())["metadata"]
@@ -817,3 +822,63 @@ def test_a_prior_of_several_profiles_takes_turns_and_is_recorded(tmp_path, monke
     r = runner.invoke(app, ["train", "failure", "--data", str(site), "--out", str(tmp_path / "bad"),
                             "--simulated-prior", "2", "--prior-profile", "mixed,mixed"])
     assert r.exit_code != 0 and "distinct names" in r.output
+
+
+def test_simulated_look_alikes_teach_the_trees_benign_shapes_and_nothing_else(tmp_path, monkeypatch):
+    """--simulated-look-alikes K: the benign look-alikes of K more simulated histories (after the prior's)
+    are healthy rows of the boosted trees' fit, which then score them lower; the networks, their events
+    and the threshold's data are the site's (and prior's) as without them."""
+    from hpcguard.models.failure import trees
+    from hpcguard.simulators.telemetry import simulate_telemetry
+
+    monkeypatch.setattr(cli_failure, "PRIOR_NODES", 6)
+    monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 3.0)
+    monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
+    fits = []                                                      # (rows, labels, fitted trees) per trees fit
+    fit_trees = trees.fit_trees
+
+    def spy(statistics, labels, seed=0):
+        front, report = fit_trees(statistics, labels, seed=seed)
+        fits.append((np.asarray(statistics), np.asarray(labels), front))
+        return front, report
+
+    monkeypatch.setattr(trees, "fit_trees", spy)
+    site = tmp_path / "site"
+    simulate_telemetry(str(site), nodes=6, hours=3, seed=5, mtbf_hours=0.5, io=False)
+    base = ["train", "failure", "--data", str(site), "--mc-splits", "1", "--calibration-ok", "400",
+            "--target-fpr", "none", "--cache-dir", str(tmp_path / "cache"), "--json"]
+    runs = {}
+    for k in ("0", "2"):
+        r = runner.invoke(app, base + ["--out", str(tmp_path / f"k{k}"), "--simulated-prior", "0",
+                                       "--simulated-look-alikes", k])
+        assert r.exit_code == 0, r.output
+        runs[k] = json.loads(r.stdout)
+    (rows0, labels0, front0), (rows2, labels2, front2) = fits
+    added = len(labels2) - len(labels0)
+    assert added > 0 and added == runs["2"]["encoder"]["look_alike_only_negatives"]
+    assert runs["0"]["encoder"]["look_alike_only_negatives"] == 0
+    np.testing.assert_array_equal(rows2[:len(labels0)], rows0)     # the site's rows first, unchanged
+    assert not labels2[len(labels0):].any()                        # no simulated failure among them
+    look = rows2[len(labels0):]                                    # (added, leads, 160): every lead's history
+    assert front2.decision_function(look.reshape(-1, look.shape[-1])).mean() < \
+        front0.decision_function(look.reshape(-1, look.shape[-1])).mean()
+    for key in ("events", "failures", "hard_negatives"):          # the networks train on the site's events alone
+        assert runs["2"][key] == runs["0"][key]
+    assert runs["2"]["version"] != runs["0"]["version"]
+    assert runs["2"]["simulated_look_alikes"] == {"profile": "mixed", "nodes": 6, "hours": 3.0, "mtbf_hours": 0.5,
+                                                  "histories": 2} and runs["0"]["simulated_look_alikes"] is None
+    assert runs["2"]["setting"]["simulated_look_alikes"] == 2
+    meta = json.loads((tmp_path / "k2" / "manifest.json").read_text())["metadata"]
+    assert [Path(f).name for f in meta["simulated_look_alike_files"]] == ["s1.npz", "s2.npz"]
+    assert meta["simulated_prior_files"] == []
+    # after a prior: the look-alike-only histories are the profile's next seeds, the prior keeps 1..K
+    r = runner.invoke(app, base + ["--out", str(tmp_path / "p1"), "--simulated-prior", "1",
+                                   "--simulated-look-alikes", "1"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads((tmp_path / "p1" / "manifest.json").read_text())["metadata"]
+    assert [Path(f).name for f in meta["simulated_prior_files"]] == ["s1.npz"]
+    assert [Path(f).name for f in meta["simulated_look_alike_files"]] == ["s2.npz"]
+    for bad, said in ((["--features", "robust"], "--features trees"), (["--no-hard-negatives"], "--no-hard-negatives")):
+        r = runner.invoke(app, base + ["--out", str(tmp_path / "refused"), "--simulated-look-alikes", "2"] + bad)
+        assert r.exit_code != 0 and said in r.output, (bad, r.output)
+        assert not (tmp_path / "refused").exists()
