@@ -617,7 +617,7 @@ def train_failure(
                                     calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
                                     simulated_prior=simulated_prior, simulated_look_alikes=simulated_look_alikes)
     if not hard_negatives:   # no look-alike is a healthy example, the simulator's included
-        if setting["simulated_look_alikes"] and simulated_look_alikes:
+        if simulated_look_alikes:
             fail("--simulated-look-alikes adds look-alikes as healthy examples: not with --no-hard-negatives")
         setting["simulated_look_alikes"] = 0
     target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior, look_k = (
