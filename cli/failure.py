@@ -68,6 +68,7 @@ CONV_MIN_FAILURES = 2000   # training failures below which the conv encoder is n
 
 # The simulated prior's histories: the shape whose gain docs/results.md measures.
 PRIOR_NODES, PRIOR_HOURS, PRIOR_MTBF_HOURS = 48, 24.0, 8.0
+PRIOR_PROFILE = "mixed"   # every precursor family and every look-alike kind
 # below this many false-alarm episodes allowed on its data, 'train threshold' says how loosely it is set
 THIN_CALIBRATION_EPISODES = 10
 
@@ -595,7 +596,7 @@ def train_failure(
                                                         "else 0: the prior brings its own; --features trees "
                                                         "only).  They reach neither the networks nor the "
                                                         "threshold (docs/results.md measures the gain)."),
-    prior_profile: str = typer.Option("mixed", "--prior-profile", help="Simulator profile of the prior "
+    prior_profile: str = typer.Option(PRIOR_PROFILE, "--prior-profile", help="Simulator profile of the prior "
                                       "(hpcguard simulate telemetry --profile), or several separated by commas: "
                                       "they take turns, so --simulated-prior 24 --prior-profile "
                                       "gradual,mixed,memory,intermittent trains on six histories of each."),
@@ -1532,7 +1533,7 @@ def evaluate_cross_profile(
             train_recs[p] = [_load_recorded(d, mapping=mapping) for d in train_dirs[p]]
             test_recs[p] = [_load_recorded(d, mapping=mapping) for d in test_dirs]
             bar.advance(task)
-        look_alike_only = _simulated_prior("mixed", look_k, str(cache_dir),
+        look_alike_only = _simulated_prior(PRIOR_PROFILE, look_k, str(cache_dir),
                                            progress=lambda m: bar.update(task, description=m))
         for label, group, tests, held in trainings:
             dirs = [d for q in group for d in train_dirs[q]]
