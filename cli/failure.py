@@ -539,7 +539,7 @@ def train_failure(
                                  "--calibration-ok 20000 --mc-splits 3 --persistence 1, no --target-fpr, no "
                                  "prior); 'site' (each sensor against the node's own 40-minute trailing "
                                  "baseline); 'robust' (median/MAD of a 20-minute baseline, levels, single-poll "
-                                 "jumps, pace, curve, minutes to full, the window's shape; 180 inputs); 'conv' (the robust history "
+                                 "jumps, pace, curve, minutes to full, the window's shape; 160 inputs); 'conv' (the robust history "
                                  "as a sequence through a convolutional encoder fitted with the model: 144 "
                                  "inputs; needs thousands of training failures, e.g. --simulated-prior 24); "
                                  "'trees' (gradient-boosted trees over the robust statistics, fitted with the "

@@ -14,7 +14,7 @@ streaming worker (any partition) computes exactly what the offline scan computes
   own trailing baseline (the 40 minutes before the last 4-minute window), so per-node
   and per-fan baselines, hardware generations and units drop out: see
   :func:`baseline_features`.
-* ``robust`` — 180 inputs: every sensor against the median and MAD of the node's own
+* ``robust`` — 160 inputs: every sensor against the median and MAD of the node's own
   20-minute trailing baseline (a scale floor of 1 % of the level keeps flat sensors
   quiet), plus the sensor's level (percent sensors: the percentage itself, so a memory
   leak toward 100 % differs from a job's usual footprint; others: the relative change
@@ -22,8 +22,7 @@ streaming worker (any partition) computes exactly what the offline scan computes
   per minute in the sensor's own units), its curve (whether the change speeds up),
   for percent sensors the minutes until 100 % at that pace, and the window's shape (how
   far it travels beyond its net change, how far it strays from a quadratic, how often
-  it reverses, whether its spikes bunch toward the end; the first two also in the sensor's
-  own units): see :func:`robust_features`.
+  it reverses, whether its spikes bunch toward the end): see :func:`robust_features`.
 * ``conv`` — learned: the ``robust`` history as a sequence (:func:`sequence_inputs`: every
   step's robust z, missing mask and percentage level) through a small convolutional
   encoder fitted on the training failures (``models.failure.encoder``), whose 144 pooled
@@ -64,7 +63,7 @@ FEATURE_NAMES: tuple[str, ...] = tuple(f"{s}.{st}" for s in CANONICAL_SENSORS fo
 BASELINE_STATISTICS: tuple[str, ...] = ("z_mean", "z_last", "z_max", "z_min", "z_slope", "spike_excess", "missing")
 ROBUST_STATISTICS: tuple[str, ...] = ("z_mean", "z_last", "z_max", "z_min", "z_rise", "spike_excess", "level",
                                        "jump", "pace", "curve", "full_in", "wiggle", "wave", "reversals",
-                                       "spike_trend", "swing", "travel", "missing")
+                                       "spike_trend", "missing")
 PERCENT_SENSORS = np.isin(CANONICAL_SENSORS, ("cpu_user", "disk_usage", "mem_usage"))
 WINDOW_STEPS = 16          # the 4-minute window of seed 000
 BASELINE_STEPS = 160       # 40 minutes of trailing baseline before it (site feature set)
@@ -193,8 +192,8 @@ def _hold_last(values: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def _shape(win: np.ndarray, med: np.ndarray, scale: np.ndarray, base: np.ndarray, floor: np.ndarray,
-           unit: np.ndarray, window_steps: int) -> tuple[np.ndarray, ...]:
-    """``wiggle``, ``wave``, ``reversals``, ``swing`` and ``travel`` of :func:`robust_features`.
+           window_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``wiggle``, ``wave`` and ``reversals`` of :func:`robust_features`.
 
     A lost poll holds the reading before it (the window's median before the first reading),
     so it adds no step of its own: no travel, no reversal.
@@ -209,25 +208,21 @@ def _shape(win: np.ndarray, med: np.ndarray, scale: np.ndarray, base: np.ndarray
     t = np.linspace(-1.0, 1.0, window_steps)
     design = np.stack([np.ones(window_steps), t, t * t], axis=1)
     projection = design @ np.linalg.pinv(design)
-    fit, fit_units = np.zeros_like(z), np.zeros_like(x)
+    fit = np.zeros_like(z)
     for j in range(window_steps):   # one fixed order of sums: a node alone gets its row of a batch exactly
         fit += projection[:, j, None] * z[..., j, None, :]
-        fit_units += projection[:, j, None] * x[..., j, None, :]
-    wave = np.sqrt(((z - fit) ** 2).mean(axis=-2))
-    # the same two in the sensor's own units: an oscillation already under way in the baseline
-    # widens its scale and shrinks ``wave`` and ``wiggle``, not these
-    swing = np.clip(np.sqrt(((x - fit_units) ** 2).mean(axis=-2)) / unit, 0, 5)
-    travel_units = np.clip(travel / unit / (window_steps - 1), 0, 5)
+    residual = z - fit
+    wave = np.sqrt((residual ** 2).mean(axis=-2))
     # the sign of the latest large step at each step (0 before the first): a reversal is a change of it
     sign = np.where(np.abs(step) > 2 * base_step[..., None, :], np.sign(step), 0.0)
     held, any_large = _hold_last(sign, sign != 0)
     held = held * any_large
     reversals = (held[..., 1:, :] * held[..., :-1, :] < 0).sum(axis=-2)
-    return wiggle, wave, reversals, swing, travel_units
+    return wiggle, wave, reversals
 
 
 def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np.ndarray:
-    """Eighteen per-sensor features of the last ``window_steps`` against a robust trailing baseline.
+    """Sixteen per-sensor features of the last ``window_steps`` against a robust trailing baseline.
 
     With the baseline's median ``m`` and scale ``s = max(1.4826 MAD, 1 % |m| + 1e-3)``
     (a median/MAD baseline is not dragged by one job start inside it), ``z = (x − m) / s``
@@ -256,10 +251,7 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
     through the window's ``z``: a rise, a fall or a hump fit a quadratic, a period or more of
     an oscillation does not), ``reversals`` (sign changes between successive steps larger than
     twice the baseline's mean single-step change), ``spike_trend`` (steps with ``|z| > 4`` in
-    the window's second half minus its first), ``swing`` and ``travel`` (``wave``'s
-    root-mean-square and ``wiggle``'s distance per step in the sensor's own units, as ``pace``,
-    clipped to 5: an oscillation already under way in the baseline widens its scale and
-    shrinks the z statistics, not these), and
+    the window's second half minus its first), and
     ``missing`` (share of window steps without a value).  The shape features read a lost
     poll as the reading before it.  Features with nothing to compute
     them from are 0 (``full_in`` its cap) and ``missing`` says so.
@@ -268,13 +260,13 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
     >>> h = np.full((1, 96, 10), 50.0)
     >>> h[0, :, :] += np.random.default_rng(0).normal(0, 0.5, (96, 10))
     >>> h[0, -16:, 7] = np.linspace(50, 98, 16)        # memory climbing toward 100 %
-    >>> f = robust_features(h).reshape(10, 18)
+    >>> f = robust_features(h).reshape(10, 16)
     >>> bool(f[7, 1] == 20.0), round(float(f[7, 6]), 2), bool(abs(f[0, 1]) < 4)
     (True, 0.96, True)
     >>> round(float(f[7, 10]), 2), float(f[5, 10]), float(f[0, 10])   # full_in: memory, flat cpu_user, a temperature
     (0.28, 100.0, 0.0)
     >>> h[0, -16:, 3] += 6 * np.sin(np.arange(16) * np.pi / 4)       # a PSU oscillating with a 2-minute period
-    >>> f = robust_features(h).reshape(10, 18)
+    >>> f = robust_features(h).reshape(10, 16)
     >>> [[round(float(v), 1) for v in f[k, 11:14]] for k in (3, 0)]   # wiggle, wave, reversals: PSU, a quiet sensor
     [[1.6, 7.5, 3.0], [0.6, 0.7, 0.0]]
     """
@@ -306,15 +298,15 @@ def robust_features(windows: np.ndarray, window_steps: int = WINDOW_STEPS) -> np
         full_in = np.clip((1.0 - last / 100.0) / np.maximum(pace, 1e-4), 0.0, FULL_IN_MINUTES)
         # an unknown level or pace is no sign of filling up: read as the cap, and ``missing`` says why
         full_in = np.where(PERCENT_SENSORS, np.where(np.isnan(full_in), FULL_IN_MINUTES, full_in), 0.0)
-        wiggle, wave, reversals, swing, travel = _shape(win, med, scale, base, floor, unit, window_steps)
+        wiggle, wave, reversals = _shape(win, med, scale, base, floor, window_steps)
         half = window_steps // 2
         spike_trend = spikes[..., half:, :].sum(axis=-2) - spikes[..., :half, :].sum(axis=-2)
         stats = np.stack([
             np.nanmean(z, axis=-2), z_last, np.nanmax(z, axis=-2), np.nanmin(z, axis=-2),
             np.clip(z_last - np.nanmean(z[..., :4, :], axis=-2), -2 * Z_CLIP, 2 * Z_CLIP),
             spikes_w - spikes_b, level, jump, pace, curve, full_in, wiggle, wave, reversals, spike_trend,
-            swing, travel, 1.0 - n / window_steps,
-        ], axis=-1)                                                                     # (..., S, 18)
+            1.0 - n / window_steps,
+        ], axis=-1)                                                                     # (..., S, 16)
     stats = np.nan_to_num(stats, nan=0.0)
     return stats.reshape(*stats.shape[:-2], -1)
 

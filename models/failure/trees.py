@@ -179,7 +179,7 @@ def trees_feature_set(trees: BoostedTrees) -> FeatureSet:
 
 
 def fit_trees(statistics: np.ndarray, labels: np.ndarray, seed: int = 0) -> tuple[BoostedTrees, dict[str, Any]]:
-    """Fit boosted trees on the ``robust`` statistics of events, ``(N, 180)`` or ``(N, leads, 180)``
+    """Fit boosted trees on the ``robust`` statistics of events, ``(N, 160)`` or ``(N, leads, 160)``
     (each event seen through several leads' histories, all with its label); NaN = missing.
 
     scikit-learn's ``HistGradientBoostingClassifier``: ``N_TREES`` trees of at most
