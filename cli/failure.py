@@ -78,10 +78,14 @@ THIN_CALIBRATION_EPISODES = 10
 # paper` keeps seed 000's (its threshold rule, no borrowed history), so Tab. 4.1 reproduces as before.
 # `simulated_look_alikes`: the simulator's benign look-alikes as healthy examples for the boosted trees
 # where no prior brings them (docs/results.md, "The simulator's look-alikes as negatives").
+# `calibration_span`: where the threshold's healthy events come from, the whole history ("history": a
+# history's last hours are one part of the day; docs/results.md, "The threshold's rate over the whole
+# day") or the voter's validation period (seed 000's).
+CALIBRATION_SPANS = ("history", "validation")
 SITE_SETTING = {"target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 300_000, "persistence": 2,
-                "mc_splits": 2, "simulated_prior": 24, "simulated_look_alikes": 8}
+                "mc_splits": 2, "simulated_prior": 24, "simulated_look_alikes": 8, "calibration_span": "history"}
 PAPER_SETTING = {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 20_000, "persistence": 1,
-                 "mc_splits": 3, "simulated_prior": 0, "simulated_look_alikes": 0}
+                 "mc_splits": 3, "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation"}
 
 
 def training_setting(features: str, **given) -> dict:
@@ -140,6 +144,8 @@ def _setting_from_options(features: str, target_fpr: Optional[str], fpr_confiden
         fail("--fpr-confidence keeps a --target-fpr: give one (e.g. --target-fpr 2e-4)")
     if setting["simulated_look_alikes"] and features != "trees":
         fail(f"--simulated-look-alikes feeds the boosted trees of --features trees, not --features {features}")
+    if setting["calibration_span"] not in CALIBRATION_SPANS:
+        fail(f"--calibration-span is one of {', '.join(CALIBRATION_SPANS)}, got {setting['calibration_span']!r}")
     return setting
 
 
@@ -343,7 +349,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                  progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0,
                  prior: tuple[tuple[Path, Recorded], ...] = (), lead_shift: bool = True,
                  fpr_confidence: Optional[float] = None,
-                 look_alike_only: tuple[tuple[Path, Recorded], ...] = ()):
+                 look_alike_only: tuple[tuple[Path, Recorded], ...] = (), calibration_span: str = "validation"):
     """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
 
     ``prior``: simulated ``(file, history)`` pairs trained on beside the site's own ``data`` (see
@@ -351,6 +357,9 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     calibration events come from ``data`` alone, so the threshold's fpr is the site's.
     ``look_alike_only``: simulated ``(file, history)`` pairs whose benign look-alikes alone (no
     failures, no other healthy steps) are added to the boosted trees' fit, as healthy examples.
+    ``calibration_span``: the voter's healthy calibration events are drawn from the whole of each
+    own history and all measure the threshold's fpr (``"history"``), or from its voter period
+    (``"validation"``, seed 000's: the validation half's alone measure it).
     """
     import hashlib
 
@@ -411,9 +420,11 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
         fail(f"too few failures to train: {exc}")
     for k, (d, rec) in enumerate(zip(data[:own], recs[:own])):
         note(f"healthy calibration events of {d}")
-        # healthy events of the voter's (later) period only: its fpr threshold needs many of them
+        # uniform healthy draws for the voter and its fpr threshold: of the whole history, or of the
+        # voter's (later) period only
         cal = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times, features=fs,
-                           max_ok=calibration_ok // own, seed=seed + 1000 + k, ok_after=voter_start)
+                           max_ok=calibration_ok // own, seed=seed + 1000 + k,
+                           ok_after=None if calibration_span == "history" else voter_start)
         calib.append(cal.subset(np.flatnonzero(cal.labels == 0)))
     calibration = Events.concat(calib)
     augment = []
@@ -426,7 +437,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     try:
         ensemble, report = train_ensemble(events, seed=seed, calibration=calibration, mc_splits=mc_splits,
                                           target_fpr=target_fpr, fpr_confidence=fpr_confidence,
-                                          rated=rated, features=fs.name,
+                                          rated=rated, calibration_span=calibration_span, features=fs.name,
                                           persistence=persistence, lead_shift=lead_shift,
                                           encoder=encoder,
                                           augment=Events.concat(augment) if augment else None,
@@ -445,7 +456,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     options = {"features": fs.name, "history_steps": ensemble.history_steps, "persistence": persistence,
                "lead_shift": lead_shift,
                "positive_shifts": positive_shifts, "seed": seed, "ok_ratio": ok_ratio,
-               "calibration_ok": calibration_ok, "target_fpr": target_fpr, "mc_splits": mc_splits,
+               "calibration_ok": calibration_ok, "calibration_span": calibration_span,
+               "target_fpr": target_fpr, "mc_splits": mc_splits,
                **({"fpr_confidence": fpr_confidence} if fpr_confidence is not None else {}),
                "train_on_look_alikes": hard_negatives, "allow_missing": sorted(allow_missing)}
     tag = hashlib.sha256(f"{digest}|{map_digest}|{model_code}|{json.dumps(options, sort_keys=True)}"
@@ -563,8 +575,14 @@ def train_failure(
                                                    "confidence): the threshold's validation fpr must have its "
                                                    "one-sided exact upper bound under the target, so a "
                                                    "threshold resting on one or two false positives is not "
-                                                   "taken; give it --calibration-ok of about 60 / target (half of them "
-                                                   "validate; a history offers what its voter period holds)."),
+                                                   "taken; give it --calibration-ok of about 60 / target (a "
+                                                   "history offers its healthy node-steps; with --calibration-span "
+                                                   "validation half of those of its voter period)."),
+    calibration_span: Optional[str] = typer.Option(None, "--calibration-span", help="Where the threshold's "
+                                                   "healthy events come from: 'history' (uniform draws of the "
+                                                   "whole history, every hour of the day; the default) or "
+                                                   "'validation' (the voter's validation period, the history's "
+                                                   "last hours; paper's default)."),
     mc_splits: Optional[int] = typer.Option(None, "--mc-splits", min=1, help="Monte-Carlo cross-validation splits "
                                             "per network (default 2; paper 3)."),
     persistence: Optional[int] = typer.Option(None, "--persistence", min=1, help="Online: warn only when the vote "
@@ -616,14 +634,15 @@ def train_failure(
 
     setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                     calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
-                                    simulated_prior=simulated_prior, simulated_look_alikes=simulated_look_alikes)
+                                    simulated_prior=simulated_prior, simulated_look_alikes=simulated_look_alikes,
+                                    calibration_span=calibration_span)
     if not hard_negatives:   # no look-alike is a healthy example, the simulator's included
         if simulated_look_alikes:
             fail("--simulated-look-alikes adds look-alikes as healthy examples: not with --no-hard-negatives")
         setting["simulated_look_alikes"] = 0
-    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior, look_k = (
+    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior, look_k, span = (
         setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
-                             "simulated_prior", "simulated_look_alikes"))
+                             "simulated_prior", "simulated_look_alikes", "calibration_span"))
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
@@ -635,7 +654,7 @@ def train_failure(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
             positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift, fpr_confidence=fpr_confidence,
-            look_alike_only=look_alike_only)
+            look_alike_only=look_alike_only, calibration_span=span)
         shape = {"profile": ",".join(profile_names(prior_profile)), "nodes": PRIOR_NODES, "hours": PRIOR_HOURS,
                  "mtbf_hours": PRIOR_MTBF_HOURS}
         meta["simulated_prior"] = {**shape, "histories": simulated_prior} if prior else None
@@ -672,7 +691,7 @@ def train_failure(
             typer.secho(f"note: {summary['notes'][-1]}", err=True, fg=typer.colors.YELLOW)
     if fpr_confidence is not None and target_fpr is not None and not report["voter"]["target_met"]:
         # zero false positives among n healthy events still leave a rate up to about 3/n plausible
-        summary["notes"].append(f"{lstm['validation_ok_effective']} healthy validation events cannot keep fpr "
+        summary["notes"].append(f"{lstm['validation_ok_effective']} healthy calibration events cannot keep fpr "
                                 f"<= {target_fpr:g} with {fpr_confidence:g} confidence: the threshold is the "
                                 f"strictest one (fpr {lstm['fpr']:.2g}, at most {lstm['fpr_upper']:.2g}); "
                                 f"--calibration-ok {round(60 / target_fpr)} or more history lets it")
@@ -685,13 +704,14 @@ def train_failure(
                f"{meta['features']}, target fpr "
                + ("none (seed 000's rule)" if target_fpr is None else f"{target_fpr:g}"
                   + (f" kept with {100 * fpr_confidence:g} % confidence" if fpr_confidence else " (point estimate)"))
-               + f", {calibration_ok} calibration events, persistence {persistence}, {mc_splits} MC splits, "
+               + f", {calibration_ok} calibration events of the {'whole history' if span == 'history' else 'validation period'}, persistence {persistence}, {mc_splits} MC splits, "
                f"{simulated_prior} simulated prior histories, {look_k} look-alike-only histories")
     lo, hi = lstm["tpr_ci95"]
     typer.echo(f"wrote {out} ({ensemble.version}): {report['events']} events, {report['failures']} failures, "
                f"{meta['hard_negatives']} hard negatives; LSTM threshold {ensemble.threshold:.4g} chosen on "
                f"{lstm['validation_failures']} later validation failures and {lstm['validation_ok']} ok events of "
-               f"the site weighed by the node-steps each stands for (tpr {lstm['tpr']:.3f}, 95 % CI "
+               f"the site{' (its whole history)' if span == 'history' else ''} weighed by the node-steps each "
+               f"stands for (tpr {lstm['tpr']:.3f}, 95 % CI "
                f"{lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g}, worth {lstm['validation_ok_effective']} uniform draws, "
                f"at most {lstm['fpr_upper']:.2g} with {100 * (fpr_confidence or 0.95):g} % confidence)")
 
@@ -1460,6 +1480,9 @@ def evaluate_cross_profile(
                                                    "for the point estimate (default: train failure's)."),
     persistence: Optional[int] = typer.Option(None, "--persistence", min=1, help="Online: consecutive steps the "
                                               "vote must fire (default: train failure's)."),
+    calibration_span: Optional[str] = typer.Option(None, "--calibration-span", help="Where the threshold's "
+                                                   "healthy events come from: 'history' or 'validation' "
+                                                   "(default: train failure's, see its --help)."),
     simulated_look_alikes: Optional[int] = typer.Option(None, "--simulated-look-alikes", min=0, max=400,
                                                         help="Look-alike-only simulated histories (mixed profile, "
                                                         "48 × 24 h, seeds 1..K) whose benign look-alikes the trees "
@@ -1488,10 +1511,11 @@ def evaluate_cross_profile(
     # are what a pair trains on (the trees also on the simulator's look-alikes, never its failures)
     setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                     calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
-                                    simulated_prior=0, simulated_look_alikes=simulated_look_alikes)
-    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, look_k = (
+                                    simulated_prior=0, simulated_look_alikes=simulated_look_alikes,
+                                    calibration_span=calibration_span)
+    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, look_k, span = (
         setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
-                             "simulated_look_alikes"))
+                             "simulated_look_alikes", "calibration_span"))
     try:
         names = profile_names(profiles)
     except ValueError:
@@ -1512,7 +1536,7 @@ def evaluate_cross_profile(
         fail(str(exc))
     # the code digest is part of the key: a model cached by another version of the features is not reused
     options = (f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}"
-               f"-c{calibration_ok}-t{target_fpr}{f'k{fpr_confidence}' if fpr_confidence else ''}-p{persistence}"
+               f"-c{calibration_ok}{span[0]}-t{target_fpr}{f'k{fpr_confidence}' if fpr_confidence else ''}-p{persistence}"
                f"-l{look_k}-{code_digest()}")
     # (training label, its profiles, its test profiles, held out?) per model
     others = {p: [q for q in names if q != p] for p in names}
@@ -1544,7 +1568,7 @@ def evaluate_cross_profile(
                 ens, _, meta, _ = _train_model(dirs, mapping, features, seed, calibration_ok=calibration_ok,
                                                target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                                mc_splits=mc_splits, persistence=persistence, recs=recs,
-                                               look_alike_only=look_alike_only,
+                                               look_alike_only=look_alike_only, calibration_span=span,
                                                progress=lambda m, p=label: bar.update(task, description=f"{p}: {m}"))
                 meta["profile"] = label
                 save_model(ens, model_dir, meta)

@@ -99,6 +99,7 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
     # --features paper keeps seed 000's setting where an option is not given
     assert summary["setting"] == {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 1500,
                                   "persistence": 1, "mc_splits": 2, "simulated_prior": 0, "simulated_look_alikes": 0,
+                                  "calibration_span": "validation",
                                   "defaults": "paper"}
     assert meta["target_fpr"] is None and meta["persistence"] == 1 and meta["simulated_prior"] is None
     assert meta["simulated_look_alikes"] is None and meta["simulated_look_alike_files"] == []
@@ -480,7 +481,7 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     # the options given, and train failure's defaults for the rest (without its simulated prior)
     assert result["setting"] == {"target_fpr": 1e-4, "fpr_confidence": None, "calibration_ok": 1500,
                                  "persistence": cli_failure.SITE_SETTING["persistence"], "mc_splits": 1,
-                                 "simulated_prior": 0, "simulated_look_alikes": 0}
+                                 "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "history"}
     for p in result["pairs"]:
         names = [row["name"] for row in p["rows"]]
         assert "lstm-vote" in names and "unanimous@6" in names and any(n.startswith("baseline") for n in names)
@@ -741,9 +742,13 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     summary = json.loads(r.stdout)
     assert summary["features"] == "trees" and summary["setting"] == {
         "target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 1500, "persistence": 2, "mc_splits": 1,
-        "simulated_prior": 0, "simulated_look_alikes": 0, "defaults": "site"}
+        "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "history", "defaults": "site"}
     meta = json.loads((model / "manifest.json").read_text())["metadata"]
     assert (meta["target_fpr"], meta["fpr_confidence"], meta["persistence"]) == (2e-4, 0.95, 2)
+    assert meta["calibration_span"] == "history"
+    assert "1500 calibration events of the whole history" in runner.invoke(app, [
+        "train", "failure", "--data", str(recorded / "train"), "--out", str(model / "said"), "--simulated-prior",
+        "0", "--simulated-look-alikes", "0", "--mc-splits", "1", "--calibration-ok", "1500"]).stdout
     # ~750 healthy validation draws cannot bound 2e-4: said, with the calibration that would
     assert any("--calibration-ok 300000" in n for n in summary["notes"]), summary["notes"]
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model / "seed-rule"),
@@ -755,7 +760,8 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     assert meta["target_fpr"] is None and "fpr_confidence" not in meta and meta["features"] == "trees"
     for bad, said in ((["--target-fpr", "often"], "takes a rate"), (["--target-fpr", "2"], "in [0, 1]"),
                       (["--fpr-confidence", "0.3"], "0 (the point estimate) or in [0.5, 0.999]"),
-                      (["--target-fpr", "none", "--fpr-confidence", "0.9"], "keeps a --target-fpr")):
+                      (["--target-fpr", "none", "--fpr-confidence", "0.9"], "keeps a --target-fpr"),
+                      (["--calibration-span", "week"], "--calibration-span is one of history, validation")):
         r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out",
                                 str(recorded / "refused"), "--simulated-prior", "0"] + bad)
         assert r.exit_code != 0 and said in r.output, (bad, r.output)

@@ -307,3 +307,50 @@ def test_targets_need_the_tpr_within_the_fpr_bound_and_the_online_pair():
                    "online: false-alarm episodes per 100 node-days": False}
     assert not any(t["met"] for t in check_targets({**good, "fpr": 3e-4}))   # tpr bought with false positives
     assert not check_targets({**good, "tpr_precursor": float("nan")})[2]["met"]
+
+
+def test_a_busy_healthy_tail_outside_validation_raises_the_threshold_when_the_rate_counts_it():
+    """rate_from="all" with rate_probs: healthy events the voter never fits that vote like failures (a busy
+    hour the validation half does not hold) are kept under the target; the validation half alone misses them."""
+    rng = np.random.default_rng(0)
+    n_ok, n_fail = 4000, 200
+    y = np.r_[np.zeros(n_ok, np.int64), np.ones(n_fail, np.int64)]
+    probs = np.r_[rng.uniform(0.0, 0.3, (n_ok, 6)), rng.uniform(0.6, 1.0, (n_fail, 6))]
+    times = rng.permutation(y.size) * 15.0
+    busy = np.r_[rng.uniform(0.0, 0.3, (3900, 6)), rng.uniform(0.75, 0.95, (100, 6))]   # 2.5 % vote high
+    common = dict(seed=0, target_fpr=5e-3, times=times, max_epochs=150)
+    _, alone = train_voter(probs, y, **common)
+    voter, counted = train_voter(probs, y, rate_from="all", rate_probs=busy, rate_weight=np.ones(len(busy)),
+                                 **common)
+    healthy = np.r_[voter.vote(probs[y == 0]), voter.vote(busy)]   # the same voter (same fit) either way
+    assert (healthy[n_ok:] >= alone["threshold"]).mean() > 0.02          # the busy hour over the target
+    assert (healthy >= counted["threshold"]).mean() <= 5e-3              # every healthy event under it
+    assert counted["threshold"] > alone["threshold"] and counted["tpr"] < alone["tpr"]
+    assert counted["validation_ok"] == n_ok + len(busy) and alone["validation_ok"] < n_ok   # both halves + busy
+    assert counted["validation_failures"] == alone["validation_failures"] < n_fail          # tpr: validation only
+    with pytest.raises(ValueError, match="rate_from"):
+        train_voter(probs, y, rate_from="week", **common)
+
+
+def test_a_threshold_rated_over_the_whole_history_leaves_the_networks_rows_out():
+    """calibration_span="history": calibration events before the voter's period count in the threshold's rate,
+    never the networks' own training rows; the networks and the voter are the same either way."""
+    from hpcguard.models.failure.training import voter_period_start
+
+    v, fn, ft = synthetic_grid(seed=3)
+    ev = build_events(v, T0, GRID, fn, ft, ok_ratio=10, seed=0)
+    cal = build_events(v, T0, GRID, fn, ft, max_ok=1500, seed=5)
+    cal = cal.subset(np.flatnonzero(cal.labels == 0))
+    start = voter_period_start(ev)
+    net_rows = ev.subset(np.flatnonzero((ev.labels == 0) & (ev.times < start)))
+    common = dict(seed=0, mc_splits=1, max_epochs=40)
+    ens_v, last = train_ensemble(ev, calibration=cal, **common)
+    ens_h, whole = train_ensemble(ev, calibration=cal, calibration_span="history", **common)
+    _, padded = train_ensemble(ev, calibration=Events.concat([cal, net_rows]), calibration_span="history", **common)
+    earlier = int((cal.times < start).sum())
+    assert earlier > 0 and whole["voter"]["validation_ok"] > last["voter"]["validation_ok"] + earlier // 2
+    assert padded["voter"]["validation_ok"] == whole["voter"]["validation_ok"]   # the networks' rows: not counted
+    x = ev.features[:50]
+    assert np.array_equal(ens_h.predict_batch(x).vote_probability, ens_v.predict_batch(x).vote_probability)
+    with pytest.raises(ValueError, match="calibration_span"):
+        train_ensemble(ev, calibration=cal, calibration_span="week", **common)

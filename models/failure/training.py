@@ -18,6 +18,11 @@
   events only (a borrowed history's healthy tail is another site's), each weighed by the
   node-steps it stands for: a hard negative stands for a look-alike's window, a uniform
   draw for its share of the period, so the rate is that of every node-step, as evaluated.
+  With ``calibration_span="history"`` that rate counts the healthy events of the whole history
+  (calibration events drawn before the voter's period, the networks' own rows left out, and
+  the voter's training half) instead of the validation half's alone: a history's last hours
+  are one part of the day, and a healthy tail that follows the day's load is not (the
+  validation failures alone still give the tpr).
 
 Everything is seeded; ``torch.set_num_threads(1)`` keeps it polite on shared CPUs.
 
@@ -128,6 +133,11 @@ def time_split(labels: np.ndarray, times: np.ndarray, fraction: float) -> tuple[
     return np.flatnonzero(t < cut), np.flatnonzero(t >= cut)
 
 
+def _event_keys(events: Events, idx: np.ndarray) -> np.ndarray:
+    """One integer per event of ``idx``: its node and its reference time (to the quarter second)."""
+    return (np.asarray(events.nodes)[idx].astype(np.int64) << 40) + np.round(events.times[idx] * 4).astype(np.int64)
+
+
 def voter_period_start(events: Events, fraction: float = 0.35) -> float:
     """Time from which a time-based split gives events to the voter (draw calibration events there)."""
     return float(events.times[time_split(events.labels, events.times, fraction)[1]].min())
@@ -137,7 +147,9 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
                 target_fpr: float | None = None, max_epochs: int = 400, patience: int = 40,
                 lr: float = 0.02, times: np.ndarray | None = None,
                 ok_weight: np.ndarray | None = None,
-                fpr_confidence: float | None = None) -> tuple[LstmVoter, dict[str, Any]]:
+                fpr_confidence: float | None = None, rate_from: str = "validation",
+                rate_probs: np.ndarray | None = None,
+                rate_weight: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
     """LSTM voter on ``(N, 6)`` network probabilities in vote order; train/validation split by
     time when ``times`` is given (else stratified random); class-balanced loss; threshold chosen
     on the validation ROC, reported with the validation failures and a Wilson 95 % interval.
@@ -145,7 +157,11 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     ``ok_weight`` (``(N,)``) weighs each healthy event in the false-positive rate by the
     node-steps it stands for; 0 leaves it out of the rate (learned from only); ``None``: 1 each.
     ``fpr_confidence`` keeps ``target_fpr`` as a ceiling with that confidence (see
-    :func:`choose_threshold`)."""
+    :func:`choose_threshold`).  ``rate_from="all"`` counts every weighted healthy event in the
+    false-positive rate (the training half's too: a 4-unit LSTM on six probabilities does not
+    learn single events), plus ``rate_probs`` (``(M, 6)``, healthy events the voter never fits)
+    weighed by ``rate_weight``; ``"validation"``: the validation half's alone.  The tpr is
+    always the validation failures'."""
     rng = np.random.default_rng(seed + 1)
     tr, va = (time_split(y, times, val_fraction) if times is not None
               else stratified_split(y, val_fraction, rng))
@@ -156,16 +172,26 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     counts = np.bincount(y[tr], minlength=2).astype(float)
     weight = torch.as_tensor(counts.sum() / (2 * np.maximum(counts, 1)), dtype=torch.float32)
     _, loss, epoch = _fit(voter, voter.forward, x[tr], yt[tr], x[va], yt[va], weight, max_epochs, patience, lr, 0.0)
+    if rate_from not in ("validation", "all"):
+        raise ValueError(f"rate_from must be 'validation' or 'all', got {rate_from!r}")
     w = np.where(y == 1, 1.0, 1.0 if ok_weight is None else np.asarray(ok_weight, float))
-    va = va[w[va] > 0]   # the failures and the healthy events that measure the rate
-    if not (y[va] == 0).any():
+    healthy = np.arange(y.size) if rate_from == "all" else va
+    rated = np.concatenate([va[y[va] == 1], healthy[(y[healthy] == 0) & (w[healthy] > 0)]])
+    scores = voter.vote(np.asarray(net_probs_seq)[rated])   # as inference computes them
+    y_rated, w_rated = y[rated], w[rated]
+    if rate_probs is not None and len(rate_probs):
+        scores = np.concatenate([scores, voter.vote(np.asarray(rate_probs))])
+        y_rated = np.concatenate([y_rated, np.zeros(len(rate_probs), y.dtype)])
+        w_rated = np.concatenate([w_rated, np.asarray(rate_weight, float)])
+    if not (y_rated == 0).any():
         raise ValueError("no weighted healthy event in the voter's validation period to measure the fpr")
-    scores = voter.vote(np.asarray(net_probs_seq)[va])   # as inference computes them
-    chosen = choose_threshold(y[va], scores, target_fpr, sample_weight=w[va], confidence=fpr_confidence)
-    k_fail, n_fail = int((scores[y[va] == 1] >= chosen["threshold"]).sum()), int(y[va].sum())
-    n_ok, n_eff = int((y[va] == 0).sum()), int(round(chosen.pop("ok_effective")))   # the rate's worth in uniform draws
-    return voter, {"val_loss": loss, "epochs": epoch + 1, "train": int(tr.size), "validation": int(va.size),
+    chosen = choose_threshold(y_rated, scores, target_fpr, sample_weight=w_rated, confidence=fpr_confidence)
+    k_fail, n_fail = int((scores[y_rated == 1] >= chosen["threshold"]).sum()), int(y_rated.sum())
+    n_ok, n_eff = int((y_rated == 0).sum()), int(round(chosen.pop("ok_effective")))   # the rate's worth in uniform draws
+    return voter, {"val_loss": loss, "epochs": epoch + 1, "train": int(tr.size),
+                   "validation": int((w[va] > 0).sum()),
                    "validation_failures": n_fail, "validation_ok": n_ok, "validation_ok_effective": n_eff,
+                   "rate_from": rate_from,
                    "split": "time" if times is not None else "stratified",
                    "tpr_ci95": list(wilson_interval(k_fail, n_fail)),
                    "fpr_ci95": list(wilson_interval(round(chosen["fpr"] * n_eff), n_eff)), **chosen}
@@ -176,6 +202,7 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
                    max_epochs: int = 300,
                    progress: Callable[[str], None] | None = None, split: str = "time",
                    augment: Events | None = None, rated: np.ndarray | None = None,
+                   calibration_span: str = "validation",
                    **info: Any) -> tuple[FailureEnsemble, dict]:
     """Train the six networks and the LSTM voter; returns the ensemble and a training report.
 
@@ -189,7 +216,10 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     is given (the ok events drawn with the failures stand for a whole history each and would
     count that period twice), else every ok event.  ``rated`` (bool over ``events``, default all)
     leaves events out of that rate: False for a borrowed (simulated) history, which the networks
-    and the voter learn from but whose healthy tail is not the site's.
+    and the voter learn from but whose healthy tail is not the site's.  ``calibration_span="history"``
+    (time split, with calibration) measures that rate over the whole history: calibration events
+    before the voter's period count in it (never fitted by the voter; the networks' own training
+    rows left out), and so do the voter's training half's (module docstring).
     ``info`` may carry ``grid_s``, ``window_steps``, ``features``, ``persistence``, ``lead_shift``
     and ``encoder`` (the fitted front-end of a learned feature set) for the ensemble.
     """
@@ -199,6 +229,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
         raise ValueError(f"too few events to train: {int(y.sum())} failures, {int((y == 0).sum())} ok")
     if split not in ("time", "stratified"):
         raise ValueError(f"split must be 'time' or 'stratified', got {split!r}")
+    if calibration_span not in ("validation", "history"):
+        raise ValueError(f"calibration_span must be 'validation' or 'history', got {calibration_span!r}")
     rng = np.random.default_rng(seed)
     net_idx, vote_idx = (time_split(y, events.times, voter_fraction) if split == "time"
                          else stratified_split(y, voter_fraction, rng))
@@ -231,22 +263,34 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     voter_feats, voter_y, voter_t = events.features[vote_idx], y[vote_idx], events.times[vote_idx]
     voter_rated = np.ones(vote_idx.size, bool) if rated is None else np.asarray(rated, bool)[vote_idx]
     voter_weight = np.where(voter_rated, events.node_steps[vote_idx], 0.0)
-    if calibration is not None and len(calibration.labels) > 0:
+    calibrated = calibration is not None and len(calibration.labels) > 0
+    whole = calibrated and calibration_span == "history" and split == "time"
+    rate_probs, rate_weight = None, None
+    if calibrated:
         # uniform draws of the period are the calibration's: the ok events drawn with the failures measure no rate
         voter_weight[~events.hard[vote_idx]] = 0.0
-        later = np.flatnonzero(calibration.times >= voter_t.min()) if split == "time" \
+        start = voter_t.min()
+        later = np.flatnonzero(calibration.times >= start) if split == "time" \
             else np.arange(len(calibration.labels))
         voter_feats = np.concatenate([voter_feats, calibration.features[later]])
         voter_y = np.concatenate([voter_y, np.asarray(calibration.labels[later], np.int64)])
         voter_t = np.concatenate([voter_t, calibration.times[later]])
         voter_weight = np.concatenate([voter_weight, calibration.node_steps[later]])
+        if whole:
+            earlier = np.flatnonzero((calibration.times < start) & (calibration.labels == 0))
+            own = net_idx[(y[net_idx] == 0) & (np.ones(y.size, bool) if rated is None
+                                                 else np.asarray(rated, bool))[net_idx]]
+            earlier = earlier[~np.isin(_event_keys(calibration, earlier), _event_keys(events, own))]
+            rate_probs = ens.network_probabilities(calibration.features[earlier])[:, list(ens.sequence)]
+            rate_weight = calibration.node_steps[earlier]
     if progress:
         progress("LSTM voter")
     probs = ens.network_probabilities(voter_feats)
     voter, voter_report = train_voter(probs[:, list(ens.sequence)], voter_y, seed=seed, target_fpr=target_fpr,
                                       fpr_confidence=fpr_confidence,
                                       times=voter_t if split == "time" else None,
-                                      ok_weight=voter_weight)
+                                      ok_weight=voter_weight, rate_from="all" if whole else "validation",
+                                      rate_probs=rate_probs, rate_weight=rate_weight)
     ens.voter = voter
     ens.threshold = voter_report["threshold"]
     report = {"seed": seed, "events": int(y.size), "failures": int(y.sum()), "network_events": int(train_y.size),
