@@ -82,10 +82,15 @@ THIN_CALIBRATION_EPISODES = 10
 # history's last hours are one part of the day; docs/results.md, "The threshold's rate over the whole
 # day") or the voter's validation period (seed 000's).
 CALIBRATION_SPANS = ("history", "validation")
+# `fpr_run_minutes`: 0 counts the threshold's healthy events as independent draws; M > 0 counts runs of
+# false positives (one node, blocks of M minutes) in the confidence bound (docs/results.md, "False
+# positives come in runs").
 SITE_SETTING = {"target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 300_000, "persistence": 2,
-                "mc_splits": 2, "simulated_prior": 24, "simulated_look_alikes": 8, "calibration_span": "history"}
+                "mc_splits": 2, "simulated_prior": 24, "simulated_look_alikes": 8, "calibration_span": "history",
+                "fpr_run_minutes": 0}
 PAPER_SETTING = {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 20_000, "persistence": 1,
-                 "mc_splits": 3, "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation"}
+                 "mc_splits": 3, "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation",
+                 "fpr_run_minutes": 0}
 
 
 def training_setting(features: str, **given) -> dict:
@@ -100,7 +105,7 @@ def training_setting(features: str, **given) -> dict:
     (1, 0.0002)
     >>> training_setting("paper")["simulated_prior"], training_setting("trees", fpr_confidence=0)["fpr_confidence"]
     (0, None)
-    >>> {k: v for k, v in training_setting("trees", target_fpr="none").items() if "fpr" in k}
+    >>> {k: v for k, v in training_setting("trees", target_fpr="none").items() if k.endswith(("_fpr", "confidence"))}
     {'target_fpr': None, 'fpr_confidence': None}
     >>> [training_setting(f, simulated_prior=0)["simulated_look_alikes"] for f in ("trees", "robust")]
     [8, 0]
@@ -349,7 +354,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                  progress=None, recs: Optional[list[Recorded]] = None, positive_shifts: int = 0,
                  prior: tuple[tuple[Path, Recorded], ...] = (), lead_shift: bool = True,
                  fpr_confidence: Optional[float] = None,
-                 look_alike_only: tuple[tuple[Path, Recorded], ...] = (), calibration_span: str = "validation"):
+                 look_alike_only: tuple[tuple[Path, Recorded], ...] = (), calibration_span: str = "validation",
+                 fpr_run_minutes: float = 0):
     """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
 
     ``prior``: simulated ``(file, history)`` pairs trained on beside the site's own ``data`` (see
@@ -359,7 +365,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     failures, no other healthy steps) are added to the boosted trees' fit, as healthy examples.
     ``calibration_span``: the voter's healthy calibration events are drawn from the whole of each
     own history and all measure the threshold's fpr (``"history"``), or from its voter period
-    (``"validation"``, seed 000's: the validation half's alone measure it).
+    (``"validation"``, seed 000's: the validation half's alone measure it).  ``fpr_run_minutes``:
+    the threshold's confidence bound counts runs of false positives (``train_ensemble``).
     """
     import hashlib
 
@@ -411,6 +418,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                                       look_alikes=rec.look_alikes if hard_negatives else None))
         except ValueError as exc:
             fail(f"{d}: {exc}")
+        parts[-1].source[:] = k   # histories share node numbers and times
     events = Events.concat(parts)
     # the site's own events measure the threshold's fpr, the prior's are learned from only
     rated = np.repeat(np.arange(len(parts)) < own, [len(p.labels) for p in parts])
@@ -425,6 +433,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
         cal = build_events(rec.values, rec.t0, 15.0, rec.failure_nodes, rec.failure_times, features=fs,
                            max_ok=calibration_ok // own, seed=seed + 1000 + k,
                            ok_after=None if calibration_span == "history" else voter_start)
+        cal.source[:] = k
         calib.append(cal.subset(np.flatnonzero(cal.labels == 0)))
     calibration = Events.concat(calib)
     augment = []
@@ -437,7 +446,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     try:
         ensemble, report = train_ensemble(events, seed=seed, calibration=calibration, mc_splits=mc_splits,
                                           target_fpr=target_fpr, fpr_confidence=fpr_confidence,
-                                          rated=rated, calibration_span=calibration_span, features=fs.name,
+                                          rated=rated, calibration_span=calibration_span,
+                                          fpr_run_minutes=fpr_run_minutes or None, features=fs.name,
                                           persistence=persistence, lead_shift=lead_shift,
                                           encoder=encoder,
                                           augment=Events.concat(augment) if augment else None,
@@ -459,13 +469,14 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                "calibration_ok": calibration_ok, "calibration_span": calibration_span,
                "target_fpr": target_fpr, "mc_splits": mc_splits,
                **({"fpr_confidence": fpr_confidence} if fpr_confidence is not None else {}),
+               **({"fpr_run_minutes": fpr_run_minutes} if fpr_run_minutes else {}),
                "train_on_look_alikes": hard_negatives, "allow_missing": sorted(allow_missing)}
     tag = hashlib.sha256(f"{digest}|{map_digest}|{model_code}|{json.dumps(options, sort_keys=True)}"
                          .encode()).hexdigest()[:12]
     ensemble.version = f"failure-ensemble-{fs.name}-{tag}-s{seed}"
     lstm = {k: report["voter"][k] for k in ("threshold", "tpr", "fpr", "auc", "validation_failures",
                                              "validation_ok", "validation_ok_effective", "tpr_ci95", "fpr_ci95",
-                                             "fpr_upper",
+                                             "fpr_upper", "fpr_design_effect",
                                              "split")}
     metrics = {"lstm": lstm, "networks": [{k: r[k] for k in ("lead_minutes", "cv_tpr", "cv_fpr", "val_loss")}
                                           for r in report["networks"]], "training": report}
@@ -578,6 +589,12 @@ def train_failure(
                                                    "taken; give it --calibration-ok of about 60 / target (a "
                                                    "history offers its healthy node-steps; with --calibration-span "
                                                    "validation half of those of its voter period)."),
+    fpr_run_minutes: Optional[float] = typer.Option(None, "--fpr-run-minutes", min=0.0, max=1440.0,
+                                                    help="With --fpr-confidence: count the false positives of "
+                                                    "one node within the same block of this many minutes as "
+                                                    "one run in the bound (false positives come in episodes "
+                                                    "and vary as a count of them; default 0: independent "
+                                                    "draws)."),
     calibration_span: Optional[str] = typer.Option(None, "--calibration-span", help="Where the threshold's "
                                                    "healthy events come from: 'history' (uniform draws of the "
                                                    "whole history, every hour of the day; the default) or "
@@ -635,14 +652,14 @@ def train_failure(
     setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                     calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
                                     simulated_prior=simulated_prior, simulated_look_alikes=simulated_look_alikes,
-                                    calibration_span=calibration_span)
+                                    calibration_span=calibration_span, fpr_run_minutes=fpr_run_minutes)
     if not hard_negatives:   # no look-alike is a healthy example, the simulator's included
         if simulated_look_alikes:
             fail("--simulated-look-alikes adds look-alikes as healthy examples: not with --no-hard-negatives")
         setting["simulated_look_alikes"] = 0
-    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior, look_k, span = (
+    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior, look_k, span, runs = (
         setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
-                             "simulated_prior", "simulated_look_alikes", "calibration_span"))
+                             "simulated_prior", "simulated_look_alikes", "calibration_span", "fpr_run_minutes"))
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
@@ -654,7 +671,7 @@ def train_failure(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
             positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift, fpr_confidence=fpr_confidence,
-            look_alike_only=look_alike_only, calibration_span=span)
+            look_alike_only=look_alike_only, calibration_span=span, fpr_run_minutes=runs)
         shape = {"profile": ",".join(profile_names(prior_profile)), "nodes": PRIOR_NODES, "hours": PRIOR_HOURS,
                  "mtbf_hours": PRIOR_MTBF_HOURS}
         meta["simulated_prior"] = {**shape, "histories": simulated_prior} if prior else None
@@ -713,7 +730,9 @@ def train_failure(
                f"the site{' (its whole history)' if span == 'history' else ''} weighed by the node-steps each "
                f"stands for (tpr {lstm['tpr']:.3f}, 95 % CI "
                f"{lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g}, worth {lstm['validation_ok_effective']} uniform draws, "
-               f"at most {lstm['fpr_upper']:.2g} with {100 * (fpr_confidence or 0.95):g} % confidence)")
+               f"at most {lstm['fpr_upper']:.2g} with {100 * (fpr_confidence or 0.95):g} % confidence"
+               + (f", its false positives in runs of {runs:g} minutes: design effect {lstm['fpr_design_effect']:g}"
+                  if runs else "") + ")")
 
 
 @train_app.command("threshold")

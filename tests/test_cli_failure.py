@@ -100,7 +100,7 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
     assert summary["setting"] == {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 1500,
                                   "persistence": 1, "mc_splits": 2, "simulated_prior": 0, "simulated_look_alikes": 0,
                                   "calibration_span": "validation",
-                                  "defaults": "paper"}
+                                  "fpr_run_minutes": 0, "defaults": "paper"}
     assert meta["target_fpr"] is None and meta["persistence"] == 1 and meta["simulated_prior"] is None
     assert meta["simulated_look_alikes"] is None and meta["simulated_look_alike_files"] == []
     # the same data and options through other model code (a statistic added to a feature set): another version
@@ -481,7 +481,8 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     # the options given, and train failure's defaults for the rest (without its simulated prior)
     assert result["setting"] == {"target_fpr": 1e-4, "fpr_confidence": None, "calibration_ok": 1500,
                                  "persistence": cli_failure.SITE_SETTING["persistence"], "mc_splits": 1,
-                                 "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "history"}
+                                 "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "history",
+                                 "fpr_run_minutes": 0}
     for p in result["pairs"]:
         names = [row["name"] for row in p["rows"]]
         assert "lstm-vote" in names and "unanimous@6" in names and any(n.startswith("baseline") for n in names)
@@ -742,10 +743,18 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     summary = json.loads(r.stdout)
     assert summary["features"] == "trees" and summary["setting"] == {
         "target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 1500, "persistence": 2, "mc_splits": 1,
-        "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "history", "defaults": "site"}
+        "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "history", "fpr_run_minutes": 0,
+        "defaults": "site"}
     meta = json.loads((model / "manifest.json").read_text())["metadata"]
     assert (meta["target_fpr"], meta["fpr_confidence"], meta["persistence"]) == (2e-4, 0.95, 2)
-    assert meta["calibration_span"] == "history"
+    assert meta["calibration_span"] == "history" and "fpr_run_minutes" not in meta
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model / "runs"),
+                            "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
+                            "--calibration-ok", "1500", "--fpr-run-minutes", "30"])
+    assert r.exit_code == 0, r.output
+    assert "false positives in runs of 30 minutes: design effect" in r.stdout.replace("\n", " ")
+    runs = json.loads((model / "runs" / "manifest.json").read_text())
+    assert runs["metadata"]["fpr_run_minutes"] == 30 and runs["version"] != summary["version"]
     assert "1500 calibration events of the whole history" in runner.invoke(app, [
         "train", "failure", "--data", str(recorded / "train"), "--out", str(model / "said"), "--simulated-prior",
         "0", "--simulated-look-alikes", "0", "--mc-splits", "1", "--calibration-ok", "1500"]).stdout

@@ -354,3 +354,31 @@ def test_a_threshold_rated_over_the_whole_history_leaves_the_networks_rows_out()
     assert np.array_equal(ens_h.predict_batch(x).vote_probability, ens_v.predict_batch(x).vote_probability)
     with pytest.raises(ValueError, match="calibration_span"):
         train_ensemble(ev, calibration=cal, calibration_span="week", **common)
+
+
+def test_false_positives_in_runs_make_the_bound_count_runs():
+    """clusters: healthy events that vote alike on one node for minutes are one run in the fpr's bound, so a
+    threshold kept with confidence sits higher than with independent draws; histories sharing node numbers
+    and times stay apart."""
+    from hpcguard.models.failure.training import _event_keys
+
+    rng = np.random.default_rng(1)
+    n_fail = 300
+    one = rng.uniform(0.0, 0.3, (2000, 6))
+    one[:40] = rng.uniform(0.6, 0.9, (40, 6))                   # 40 healthy episodes that vote like failures
+    probs = np.r_[np.repeat(one, 5, axis=0), rng.uniform(0.6, 1.0, (n_fail, 6))]   # each seen 5 times in a row
+    y = np.r_[np.zeros(10_000, np.int64), np.ones(n_fail, np.int64)]
+    times = np.r_[np.arange(10_000) * 15.0, rng.uniform(0, 10_000 * 15.0, n_fail)]
+    runs = np.r_[np.repeat(np.arange(2000), 5), -1 - np.arange(n_fail)]
+    common = dict(seed=0, target_fpr=5e-3, fpr_confidence=0.95, times=times, max_epochs=150, rate_from="all")
+    voter, alone = train_voter(probs, y, **common)
+    _, counted = train_voter(probs, y, clusters=runs, **common)
+    assert counted["threshold"] > alone["threshold"] and counted["fpr_upper"] <= 5e-3
+    assert alone["fpr_design_effect"] == 1.0 and (counted["fpr"] == 0 or counted["fpr_design_effect"] > 1)
+    healthy = voter.vote(probs[:10_000])
+    assert (healthy >= alone["threshold"]).mean() > (healthy >= counted["threshold"]).mean()
+    ev = Events(np.zeros((4, 1, 1)), np.zeros(4, np.int8), np.array([3, 3, 3, 4]), np.array([0.0, 60.0, 900.0, 0.0]),
+                source=np.array([0, 0, 0, 0]))
+    twin = Events.concat([ev, Events(ev.features, ev.labels, ev.nodes, ev.times, source=np.ones(4, np.int64))])
+    keys = _event_keys(twin, np.arange(8), 600.0)               # 10-minute blocks
+    assert keys[0] == keys[1] != keys[2] and keys[0] != keys[3] and len(set(keys[:4]) & set(keys[4:])) == 0

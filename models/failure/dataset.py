@@ -47,7 +47,9 @@ class Events:
     """``features (N, len(leads), F)``, ``labels (N,)`` (1 = failure), ``nodes (N,)``, ``times (N,)``,
     ``hard (N,)`` (True for an ok event placed on a benign look-alike anomaly), ``node_steps (N,)``
     (how many of the history's node-steps an ok event was drawn to stand for: the eligible steps
-    over the draws, or a look-alike window's steps over its hard negatives; 1 for a failure)."""
+    over the draws, or a look-alike window's steps over its hard negatives; 1 for a failure),
+    ``source (N,)`` (which history an event comes from, where several share node numbers and
+    times; 0 unless set)."""
 
     features: np.ndarray
     labels: np.ndarray
@@ -55,22 +57,25 @@ class Events:
     times: np.ndarray
     hard: np.ndarray | None = None
     node_steps: np.ndarray | None = None
+    source: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.hard is None:
             self.hard = np.zeros(len(self.labels), bool)
         if self.node_steps is None:
             self.node_steps = np.ones(len(self.labels))
+        if self.source is None:
+            self.source = np.zeros(len(self.labels), np.int64)
 
     def subset(self, idx: np.ndarray) -> "Events":
         return Events(self.features[idx], self.labels[idx], self.nodes[idx], self.times[idx], self.hard[idx],
-                      self.node_steps[idx])
+                      self.node_steps[idx], self.source[idx])
 
     @staticmethod
     def concat(parts: list["Events"]) -> "Events":
         """One ``Events`` of several (e.g. one per data directory)."""
         return Events(*(np.concatenate([getattr(p, f) for p in parts])
-                        for f in ("features", "labels", "nodes", "times", "hard", "node_steps")))
+                        for f in ("features", "labels", "nodes", "times", "hard", "node_steps", "source")))
 
 
 def _check_grid(values: np.ndarray) -> np.ndarray:

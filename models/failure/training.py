@@ -133,9 +133,13 @@ def time_split(labels: np.ndarray, times: np.ndarray, fraction: float) -> tuple[
     return np.flatnonzero(t < cut), np.flatnonzero(t >= cut)
 
 
-def _event_keys(events: Events, idx: np.ndarray) -> np.ndarray:
-    """One integer per event of ``idx``: its node and its reference time (to the quarter second)."""
-    return (np.asarray(events.nodes)[idx].astype(np.int64) << 40) + np.round(events.times[idx] * 4).astype(np.int64)
+def _event_keys(events: Events, idx: np.ndarray, block_s: float = 0.25) -> np.ndarray:
+    """One integer per event of ``idx``: its history (< 2048), its node (< 65536) and its reference
+    time in blocks of ``block_s`` (default: the event itself, to the quarter second)."""
+    source, nodes = events.source[idx].astype(np.int64), np.asarray(events.nodes)[idx].astype(np.int64)
+    if source.size and (source.max() >= 1 << 11 or nodes.max() >= 1 << 16):
+        raise ValueError("event keys hold up to 2048 histories of 65536 nodes")
+    return (((source << 16) + nodes) << 36) + np.floor(events.times[idx] / block_s).astype(np.int64)
 
 
 def voter_period_start(events: Events, fraction: float = 0.35) -> float:
@@ -148,8 +152,9 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
                 lr: float = 0.02, times: np.ndarray | None = None,
                 ok_weight: np.ndarray | None = None,
                 fpr_confidence: float | None = None, rate_from: str = "validation",
-                rate_probs: np.ndarray | None = None,
-                rate_weight: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
+                rate_probs: np.ndarray | None = None, rate_weight: np.ndarray | None = None,
+                clusters: np.ndarray | None = None,
+                rate_clusters: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
     """LSTM voter on ``(N, 6)`` network probabilities in vote order; train/validation split by
     time when ``times`` is given (else stratified random); class-balanced loss; threshold chosen
     on the validation ROC, reported with the validation failures and a Wilson 95 % interval.
@@ -161,7 +166,9 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     false-positive rate (the training half's too: a 4-unit LSTM on six probabilities does not
     learn single events), plus ``rate_probs`` (``(M, 6)``, healthy events the voter never fits)
     weighed by ``rate_weight``; ``"validation"``: the validation half's alone.  The tpr is
-    always the validation failures'."""
+    always the validation failures'.  ``clusters`` (``(N,)``, and ``rate_clusters`` for
+    ``rate_probs``) make the fpr's bound count runs of false positives (see
+    :func:`choose_threshold`)."""
     rng = np.random.default_rng(seed + 1)
     tr, va = (time_split(y, times, val_fraction) if times is not None
               else stratified_split(y, val_fraction, rng))
@@ -179,13 +186,17 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     rated = np.concatenate([va[y[va] == 1], healthy[(y[healthy] == 0) & (w[healthy] > 0)]])
     scores = voter.vote(np.asarray(net_probs_seq)[rated])   # as inference computes them
     y_rated, w_rated = y[rated], w[rated]
+    c_rated = None if clusters is None else np.asarray(clusters)[rated]
     if rate_probs is not None and len(rate_probs):
         scores = np.concatenate([scores, voter.vote(np.asarray(rate_probs))])
         y_rated = np.concatenate([y_rated, np.zeros(len(rate_probs), y.dtype)])
         w_rated = np.concatenate([w_rated, np.asarray(rate_weight, float)])
+        if c_rated is not None:
+            c_rated = np.concatenate([c_rated, np.asarray(rate_clusters)])
     if not (y_rated == 0).any():
         raise ValueError("no weighted healthy event in the voter's validation period to measure the fpr")
-    chosen = choose_threshold(y_rated, scores, target_fpr, sample_weight=w_rated, confidence=fpr_confidence)
+    chosen = choose_threshold(y_rated, scores, target_fpr, sample_weight=w_rated, confidence=fpr_confidence,
+                              clusters=c_rated)
     k_fail, n_fail = int((scores[y_rated == 1] >= chosen["threshold"]).sum()), int(y_rated.sum())
     n_ok, n_eff = int((y_rated == 0).sum()), int(round(chosen.pop("ok_effective")))   # the rate's worth in uniform draws
     return voter, {"val_loss": loss, "epochs": epoch + 1, "train": int(tr.size),
@@ -202,7 +213,7 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
                    max_epochs: int = 300,
                    progress: Callable[[str], None] | None = None, split: str = "time",
                    augment: Events | None = None, rated: np.ndarray | None = None,
-                   calibration_span: str = "validation",
+                   calibration_span: str = "validation", fpr_run_minutes: float | None = None,
                    **info: Any) -> tuple[FailureEnsemble, dict]:
     """Train the six networks and the LSTM voter; returns the ensemble and a training report.
 
@@ -219,7 +230,9 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     and the voter learn from but whose healthy tail is not the site's.  ``calibration_span="history"``
     (time split, with calibration) measures that rate over the whole history: calibration events
     before the voter's period count in it (never fitted by the voter; the networks' own training
-    rows left out), and so do the voter's training half's (module docstring).
+    rows left out), and so do the voter's training half's (module docstring).  ``fpr_run_minutes``
+    makes the bound of that rate count runs: healthy events of one history's node within the same
+    block of that many minutes are one cluster (:func:`choose_threshold`'s ``clusters``).
     ``info`` may carry ``grid_s``, ``window_steps``, ``features``, ``persistence``, ``lead_shift``
     and ``encoder`` (the fitted front-end of a learned feature set) for the ensemble.
     """
@@ -265,7 +278,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     voter_weight = np.where(voter_rated, events.node_steps[vote_idx], 0.0)
     calibrated = calibration is not None and len(calibration.labels) > 0
     whole = calibrated and calibration_span == "history" and split == "time"
-    rate_probs, rate_weight = None, None
+    rate_probs, rate_weight, rate_clusters = None, None, None
+    voter_clusters = _event_keys(events, vote_idx, 60.0 * fpr_run_minutes) if fpr_run_minutes else None
     if calibrated:
         # uniform draws of the period are the calibration's: the ok events drawn with the failures measure no rate
         voter_weight[~events.hard[vote_idx]] = 0.0
@@ -276,6 +290,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
         voter_y = np.concatenate([voter_y, np.asarray(calibration.labels[later], np.int64)])
         voter_t = np.concatenate([voter_t, calibration.times[later]])
         voter_weight = np.concatenate([voter_weight, calibration.node_steps[later]])
+        if fpr_run_minutes:
+            voter_clusters = np.concatenate([voter_clusters, _event_keys(calibration, later, 60.0 * fpr_run_minutes)])
         if whole:
             earlier = np.flatnonzero((calibration.times < start) & (calibration.labels == 0))
             own = net_idx[(y[net_idx] == 0) & (np.ones(y.size, bool) if rated is None
@@ -283,6 +299,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
             earlier = earlier[~np.isin(_event_keys(calibration, earlier), _event_keys(events, own))]
             rate_probs = ens.network_probabilities(calibration.features[earlier])[:, list(ens.sequence)]
             rate_weight = calibration.node_steps[earlier]
+            if fpr_run_minutes:
+                rate_clusters = _event_keys(calibration, earlier, 60.0 * fpr_run_minutes)
     if progress:
         progress("LSTM voter")
     probs = ens.network_probabilities(voter_feats)
@@ -290,7 +308,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
                                       fpr_confidence=fpr_confidence,
                                       times=voter_t if split == "time" else None,
                                       ok_weight=voter_weight, rate_from="all" if whole else "validation",
-                                      rate_probs=rate_probs, rate_weight=rate_weight)
+                                      rate_probs=rate_probs, rate_weight=rate_weight,
+                                      clusters=voter_clusters, rate_clusters=rate_clusters)
     ens.voter = voter
     ens.threshold = voter_report["threshold"]
     report = {"seed": seed, "events": int(y.size), "failures": int(y.sum()), "network_events": int(train_y.size),

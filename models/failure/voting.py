@@ -103,7 +103,7 @@ class LstmVoter(nn.Module):
 
 
 def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_weight=None,
-                     confidence: float | None = None) -> dict[str, float]:
+                     confidence: float | None = None, clusters=None) -> dict[str, float]:
     """Decision threshold from the ROC curve of a validation set.
 
     ``target_fpr=None`` follows seed 000 (Fig. 4.11c): among the ROC points at the lowest
@@ -118,7 +118,11 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     (:func:`~hpcguard.models.metrics.rate_upper_bound`, on the healthy events' Kish effective
     number) is ≤ target, so a threshold resting on one or two false positives is not taken
     for the target's (its bound, ``fpr_upper``, is reported either way, at 95 % without a
-    confidence, with the effective number it rests on, ``ok_effective``).
+    confidence, with the effective number it rests on, ``ok_effective``).  ``clusters`` (one id per
+    event; the healthy events' are read) makes that bound count episodes: at each point the
+    effective number is divided by the design effect of the false positives over it
+    (:func:`~hpcguard.models.metrics.design_effects`, reported as ``fpr_design_effect``), since
+    false positives that come in runs on one node vary as a count of runs.
 
     >>> y = [0, 0, 0, 0, 1, 1, 1]
     >>> s = [0.1, 0.2, 0.3, 0.8, 0.7, 0.9, 0.95]
@@ -134,8 +138,14 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     (1.7, 2.5)
     >>> round(kept["fpr"] * 1e4, 1), kept["fpr_upper"] <= 2e-4, kept["threshold"] > point["threshold"]
     (1.2, True, True)
+    >>> s[:100_000] = np.repeat(rng.normal(0, 1, 20_000), 5)      # healthy events in runs of five alike
+    >>> runs = np.r_[np.repeat(np.arange(20_000), 5), np.full(200, -1)]
+    >>> alone = choose_threshold(y, s, target_fpr=5e-4, confidence=0.95)
+    >>> counted = choose_threshold(y, s, target_fpr=5e-4, confidence=0.95, clusters=runs)
+    >>> round(alone["fpr"] * 1e4, 1), round(counted["fpr"] * 1e4, 1), counted["fpr_design_effect"]  # 35 events: 7 runs
+    (3.5, 2.0, 5.0)
     """
-    from hpcguard.models.metrics import effective_count, rate_upper_bound, roc
+    from hpcguard.models.metrics import design_effects, effective_count, rate_upper_bound, roc
 
     curve = roc(y_true, scores, sample_weight)
     fpr, tpr, thr = curve["fpr"], curve["tpr"], curve["thresholds"]
@@ -144,7 +154,14 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     n_eff = effective_count(np.ones(int(negative.sum())) if sample_weight is None
                             else np.asarray(sample_weight, dtype=float).ravel()[negative])
     kept = confidence is not None and target_fpr is not None
-    bound = rate_upper_bound(fpr * n_eff, n_eff, confidence) if kept else None   # every point's, to choose by
+    effect = np.ones(thr.size)
+    if clusters is not None:
+        w_neg = (np.ones(int(negative.sum())) if sample_weight is None
+                 else np.asarray(sample_weight, dtype=float).ravel()[negative])
+        effect = design_effects(np.asarray(scores, dtype=float).ravel()[negative], w_neg,
+                                np.asarray(clusters).ravel()[negative], thr)
+    trials = n_eff / effect
+    bound = rate_upper_bound(fpr * trials, trials, confidence) if kept else None   # every point's, to choose by
     if target_fpr is None:
         if confidence is not None:
             raise ValueError("a confidence keeps a target_fpr: give one")
@@ -165,6 +182,8 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     idx = np.flatnonzero(ok)
     best = idx[np.lexsort((fpr[idx], -tpr[idx]))[0]]
     return {"threshold": float(thr[best]), "tpr": float(tpr[best]), "fpr": float(fpr[best]),
-            "fpr_upper": float(bound[best] if kept else rate_upper_bound(fpr[best] * n_eff, n_eff, 0.95)),
+            "fpr_upper": float(bound[best] if kept else rate_upper_bound(fpr[best] * trials[best], trials[best],
+                                                                         0.95)),
+            "fpr_design_effect": round(float(effect[best]), 3),
             "ok_effective": round(n_eff, 1), "auc": curve["auc"], "target_fpr": target_fpr,
             "confidence": confidence, "target_met": met}
