@@ -721,7 +721,9 @@ def train_failure(
                f"{meta['features']}, target fpr "
                + ("none (seed 000's rule)" if target_fpr is None else f"{target_fpr:g}"
                   + (f" kept with {100 * fpr_confidence:g} % confidence" if fpr_confidence else " (point estimate)"))
-               + f", {calibration_ok} calibration events of the {'whole history' if span == 'history' else 'validation period'}, persistence {persistence}, {mc_splits} MC splits, "
+               + f", {calibration_ok} calibration events of the "
+               f"{'whole history' if span == 'history' else 'validation period'}, persistence {persistence}, "
+               f"{mc_splits} MC splits, "
                f"{simulated_prior} simulated prior histories, {look_k} look-alike-only histories")
     lo, hi = lstm["tpr_ci95"]
     typer.echo(f"wrote {out} ({ensemble.version}): {report['events']} events, {report['failures']} failures, "

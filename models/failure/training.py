@@ -198,7 +198,8 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     chosen = choose_threshold(y_rated, scores, target_fpr, sample_weight=w_rated, confidence=fpr_confidence,
                               clusters=c_rated)
     k_fail, n_fail = int((scores[y_rated == 1] >= chosen["threshold"]).sum()), int(y_rated.sum())
-    n_ok, n_eff = int((y_rated == 0).sum()), int(round(chosen.pop("ok_effective")))   # the rate's worth in uniform draws
+    # the rate's worth in uniform draws
+    n_ok, n_eff = int((y_rated == 0).sum()), int(round(chosen.pop("ok_effective")))
     return voter, {"val_loss": loss, "epochs": epoch + 1, "train": int(tr.size),
                    "validation": int((w[va] > 0).sum()),
                    "validation_failures": n_fail, "validation_ok": n_ok, "validation_ok_effective": n_eff,
