@@ -481,7 +481,7 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     # the options given, and train failure's defaults for the rest (without its simulated prior)
     assert result["setting"] == {"target_fpr": 1e-4, "fpr_confidence": None, "calibration_ok": 1500,
                                  "persistence": cli_failure.SITE_SETTING["persistence"], "mc_splits": 1,
-                                 "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "history",
+                                 "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation",
                                  "fpr_run_minutes": 0}
     for p in result["pairs"]:
         names = [row["name"] for row in p["rows"]]
@@ -743,21 +743,24 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     summary = json.loads(r.stdout)
     assert summary["features"] == "trees" and summary["setting"] == {
         "target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 1500, "persistence": 2, "mc_splits": 1,
-        "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "history", "fpr_run_minutes": 0,
+        "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation", "fpr_run_minutes": 0,
         "defaults": "site"}
     meta = json.loads((model / "manifest.json").read_text())["metadata"]
     assert (meta["target_fpr"], meta["fpr_confidence"], meta["persistence"]) == (2e-4, 0.95, 2)
-    assert meta["calibration_span"] == "history" and "fpr_run_minutes" not in meta
+    assert meta["calibration_span"] == "validation" and "fpr_run_minutes" not in meta
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model / "runs"),
                             "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
-                            "--calibration-ok", "1500", "--fpr-run-minutes", "30"])
+                            "--calibration-ok", "1500", "--fpr-run-minutes", "30", "--calibration-span", "history"])
     assert r.exit_code == 0, r.output
-    assert "false positives in runs of 30 minutes: design effect" in r.stdout.replace("\n", " ")
+    said = r.stdout.replace("\n", " ")
+    assert "false positives in runs of 30 minutes: design effect" in said and "of the whole history" in said
     runs = json.loads((model / "runs" / "manifest.json").read_text())
-    assert runs["metadata"]["fpr_run_minutes"] == 30 and runs["version"] != summary["version"]
-    assert "1500 calibration events of the whole history" in runner.invoke(app, [
+    assert runs["metadata"]["fpr_run_minutes"] == 30 and runs["metadata"]["calibration_span"] == "history"
+    assert runs["version"] != summary["version"]
+    assert "1500 calibration events of the validation period" in runner.invoke(app, [
         "train", "failure", "--data", str(recorded / "train"), "--out", str(model / "said"), "--simulated-prior",
-        "0", "--simulated-look-alikes", "0", "--mc-splits", "1", "--calibration-ok", "1500"]).stdout
+        "0", "--simulated-look-alikes", "0", "--mc-splits", "1", "--calibration-ok", "1500"]
+    ).stdout.replace("\n", " ")
     # ~750 healthy validation draws cannot bound 2e-4: said, with the calibration that would
     assert any("--calibration-ok 300000" in n for n in summary["notes"]), summary["notes"]
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model / "seed-rule"),
