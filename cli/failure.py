@@ -587,9 +587,9 @@ def train_failure(
                                                    "confidence): the threshold's validation fpr must have its "
                                                    "one-sided exact upper bound under the target, so a "
                                                    "threshold resting on one or two false positives is not "
-                                                   "taken; give it --calibration-ok of about 60 / target (a "
-                                                   "history offers its healthy node-steps; with --calibration-span "
-                                                   "validation half of those of its voter period)."),
+                                                   "taken; give it --calibration-ok of about 60 / target (half of "
+                                                   "them validate, and a history offers what its voter period "
+                                                   "holds; with --calibration-span history all of them count)."),
     fpr_run_minutes: Optional[float] = typer.Option(None, "--fpr-run-minutes", min=0.0, max=1440.0,
                                                     help="With --fpr-confidence: count the false positives of "
                                                     "one node within the same block of this many minutes as "
