@@ -223,7 +223,7 @@ def design_effects(scores, weights, clusters, thresholds) -> np.ndarray:
     events: the count's variance is this many times the independent draws' (quasi-Poisson), so a
     rate's bound rests on its effective number of trials over it.  Vectorised over the thresholds.
 
-    >>> design_effects([0.9, 0.8, 0.7, 0.2], [1.0] * 4, [0, 0, 1, 2], [0.85, 0.75, 0.5])   # 1; 2+2 of 2; (4+1)/3
+    >>> design_effects([0.9, 0.8, 0.7, 0.2], [1.0] * 4, [0, 0, 1, 2], [0.85, 0.75, 0.5])   # 1; 2²/2; (2² + 1)/3
     array([1.        , 2.        , 1.66666667])
     >>> design_effects([0.9, 0.8], [1.0, 1.0], [0, 1], [0.95, 0.5])        # none over it; two clusters of one
     array([1., 1.])

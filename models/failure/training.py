@@ -275,7 +275,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
         net_reports.append(rep)
     ens = FailureEnsemble(nets, LstmVoter(), medians, mean, std, **options)
     voter_feats, voter_y, voter_t = events.features[vote_idx], y[vote_idx], events.times[vote_idx]
-    voter_rated = np.ones(vote_idx.size, bool) if rated is None else np.asarray(rated, bool)[vote_idx]
+    own_rows = np.ones(y.size, bool) if rated is None else np.asarray(rated, bool)
+    voter_rated = own_rows[vote_idx]
     voter_weight = np.where(voter_rated, events.node_steps[vote_idx], 0.0)
     calibrated = calibration is not None and len(calibration.labels) > 0
     whole = calibrated and calibration_span == "history" and split == "time"
@@ -295,8 +296,7 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
             voter_clusters = np.concatenate([voter_clusters, _event_keys(calibration, later, 60.0 * fpr_run_minutes)])
         if whole:
             earlier = np.flatnonzero((calibration.times < start) & (calibration.labels == 0))
-            own = net_idx[(y[net_idx] == 0) & (np.ones(y.size, bool) if rated is None
-                                                 else np.asarray(rated, bool))[net_idx]]
+            own = net_idx[(y[net_idx] == 0) & own_rows[net_idx]]
             earlier = earlier[~np.isin(_event_keys(calibration, earlier), _event_keys(events, own))]
             rate_probs = ens.network_probabilities(calibration.features[earlier])[:, list(ens.sequence)]
             rate_weight = calibration.node_steps[earlier]
