@@ -86,12 +86,15 @@ CALIBRATION_SPANS = ("history", "validation")
 # `fpr_run_minutes`: 0 counts the threshold's healthy events as independent draws; M > 0 counts runs of
 # false positives (one node, blocks of M minutes) in the confidence bound (docs/results.md, "False
 # positives come in runs").
+# `fpr_history_spread`: with several own histories, the bound also counts how much their own rates
+# differ, so a rate resting on one history's episode is not taken for a new history's (docs/results.md,
+# "The rate's spread between histories"); one history: no change.
 SITE_SETTING = {"target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 300_000, "persistence": 2,
                 "mc_splits": 2, "simulated_prior": 24, "simulated_look_alikes": 8, "calibration_span": "validation",
-                "fpr_run_minutes": 0}
+                "fpr_run_minutes": 0, "fpr_history_spread": True}
 PAPER_SETTING = {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 20_000, "persistence": 1,
                  "mc_splits": 3, "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation",
-                 "fpr_run_minutes": 0}
+                 "fpr_run_minutes": 0, "fpr_history_spread": False}
 
 
 def training_setting(features: str, **given) -> dict:
@@ -356,7 +359,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                  prior: tuple[tuple[Path, Recorded], ...] = (), lead_shift: bool = True,
                  fpr_confidence: Optional[float] = None,
                  look_alike_only: tuple[tuple[Path, Recorded], ...] = (), calibration_span: str = "validation",
-                 fpr_run_minutes: float = 0):
+                 fpr_run_minutes: float = 0, fpr_history_spread: bool = False):
     """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
 
     ``prior``: simulated ``(file, history)`` pairs trained on beside the site's own ``data`` (see
@@ -367,7 +370,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     ``calibration_span``: the voter's healthy calibration events are drawn from the whole of each
     own history and all measure the threshold's fpr (``"history"``), or from its voter period
     (``"validation"``, seed 000's: the validation half's alone measure it).  ``fpr_run_minutes``:
-    the threshold's confidence bound counts runs of false positives (``train_ensemble``).
+    the threshold's confidence bound counts runs of false positives, ``fpr_history_spread`` the
+    spread of the own histories' rates (``train_ensemble``).
     """
     import hashlib
 
@@ -448,7 +452,8 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
         ensemble, report = train_ensemble(events, seed=seed, calibration=calibration, mc_splits=mc_splits,
                                           target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                           rated=rated, calibration_span=calibration_span,
-                                          fpr_run_minutes=fpr_run_minutes or None, features=fs.name,
+                                          fpr_run_minutes=fpr_run_minutes or None,
+                                          fpr_history_spread=fpr_history_spread, features=fs.name,
                                           persistence=persistence, lead_shift=lead_shift,
                                           encoder=encoder,
                                           augment=Events.concat(augment) if augment else None,
@@ -471,6 +476,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
                "target_fpr": target_fpr, "mc_splits": mc_splits,
                **({"fpr_confidence": fpr_confidence} if fpr_confidence is not None else {}),
                **({"fpr_run_minutes": fpr_run_minutes} if fpr_run_minutes else {}),
+               **({"fpr_history_spread": True} if fpr_history_spread and own > 1 else {}),
                "train_on_look_alikes": hard_negatives, "allow_missing": sorted(allow_missing)}
     tag = hashlib.sha256(f"{digest}|{map_digest}|{model_code}|{json.dumps(options, sort_keys=True)}"
                          .encode()).hexdigest()[:12]
@@ -596,6 +602,12 @@ def train_failure(
                                                     "one run in the bound (false positives come in episodes "
                                                     "and vary as a count of them; default 0: independent "
                                                     "draws)."),
+    fpr_history_spread: Optional[bool] = typer.Option(None, "--fpr-history-spread/--no-fpr-history-spread",
+                                                      help="With --fpr-confidence and several --data histories: "
+                                                      "the bound also counts how much the histories' own rates "
+                                                      "differ (a rate resting on one history's episode is as "
+                                                      "uncertain as a count of histories; default on, paper "
+                                                      "off; one history: no change)."),
     calibration_span: Optional[str] = typer.Option(None, "--calibration-span", help="Where the threshold's "
                                                    "healthy events come from: 'validation' (the voter's "
                                                    "validation period, the history's last hours; the default) "
@@ -653,14 +665,16 @@ def train_failure(
     setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                     calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
                                     simulated_prior=simulated_prior, simulated_look_alikes=simulated_look_alikes,
-                                    calibration_span=calibration_span, fpr_run_minutes=fpr_run_minutes)
+                                    calibration_span=calibration_span, fpr_run_minutes=fpr_run_minutes,
+                                    fpr_history_spread=fpr_history_spread)
     if not hard_negatives:   # no look-alike is a healthy example, the simulator's included
         if simulated_look_alikes:
             fail("--simulated-look-alikes adds look-alikes as healthy examples: not with --no-hard-negatives")
         setting["simulated_look_alikes"] = 0
-    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior, look_k, span, runs = (
-        setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
-                             "simulated_prior", "simulated_look_alikes", "calibration_span", "fpr_run_minutes"))
+    (target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, simulated_prior, look_k, span, runs,
+     spread) = (setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
+                                     "simulated_prior", "simulated_look_alikes", "calibration_span",
+                                     "fpr_run_minutes", "fpr_history_spread"))
     mapping = _load_mapping(sensor_map)
     with _progress(as_json) as bar:
         task = bar.add_task("loading telemetry", total=None)
@@ -672,7 +686,8 @@ def train_failure(
             data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
             tuple(allow_missing or ()), hard_negatives, progress=lambda m: bar.update(task, description=m),
             positive_shifts=positive_shifts, prior=prior, lead_shift=lead_shift, fpr_confidence=fpr_confidence,
-            look_alike_only=look_alike_only, calibration_span=span, fpr_run_minutes=runs)
+            look_alike_only=look_alike_only, calibration_span=span, fpr_run_minutes=runs,
+            fpr_history_spread=spread)
         shape = {"profile": ",".join(profile_names(prior_profile)), "nodes": PRIOR_NODES, "hours": PRIOR_HOURS,
                  "mtbf_hours": PRIOR_MTBF_HOURS}
         meta["simulated_prior"] = {**shape, "histories": simulated_prior} if prior else None
@@ -734,8 +749,10 @@ def train_failure(
                f"stands for (tpr {lstm['tpr']:.3f}, 95 % CI "
                f"{lo:.2f}-{hi:.2f}; fpr {lstm['fpr']:.2g}, worth {lstm['validation_ok_effective']} uniform draws, "
                f"at most {lstm['fpr_upper']:.2g} with {100 * (fpr_confidence or 0.95):g} % confidence"
-               + (f", its false positives in runs of {runs:g} minutes: design effect {lstm['fpr_design_effect']:g}"
-                  if runs else "") + ")")
+               + (f", its false positives in runs of {runs:g} minutes" if runs else "")
+               + (f", the spread between the {len(data)} histories' rates" if spread and len(data) > 1 else "")
+               + (f": design effect {lstm['fpr_design_effect']:g}" if runs or (spread and len(data) > 1) else "")
+               + ")")
 
 
 @train_app.command("threshold")
@@ -1505,6 +1522,10 @@ def evaluate_cross_profile(
     calibration_span: Optional[str] = typer.Option(None, "--calibration-span", help="Where the threshold's "
                                                    "healthy events come from: 'history' or 'validation' "
                                                    "(default: train failure's, see its --help)."),
+    fpr_history_spread: Optional[bool] = typer.Option(None, "--fpr-history-spread/--no-fpr-history-spread",
+                                                      help="The threshold's bound counts the spread of the "
+                                                      "training histories' own rates (default: train "
+                                                      "failure's, see its --help)."),
     simulated_look_alikes: Optional[int] = typer.Option(None, "--simulated-look-alikes", min=0, max=400,
                                                         help="Look-alike-only simulated histories (mixed profile, "
                                                         "48 × 24 h, seeds 1..K) whose benign look-alikes the trees "
@@ -1534,10 +1555,10 @@ def evaluate_cross_profile(
     setting = _setting_from_options(features, target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                     calibration_ok=calibration_ok, persistence=persistence, mc_splits=mc_splits,
                                     simulated_prior=0, simulated_look_alikes=simulated_look_alikes,
-                                    calibration_span=calibration_span)
-    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, look_k, span = (
+                                    calibration_span=calibration_span, fpr_history_spread=fpr_history_spread)
+    target_fpr, fpr_confidence, calibration_ok, persistence, mc_splits, look_k, span, spread = (
         setting[k] for k in ("target_fpr", "fpr_confidence", "calibration_ok", "persistence", "mc_splits",
-                             "simulated_look_alikes", "calibration_span"))
+                             "simulated_look_alikes", "calibration_span", "fpr_history_spread"))
     try:
         names = profile_names(profiles)
     except ValueError:
@@ -1559,7 +1580,7 @@ def evaluate_cross_profile(
     # the code digest is part of the key: a model cached by another version of the features is not reused
     options = (f"{features}{history}-n{nodes}-h{hours:g}-s{seed}x{train_histories}-m{mtbf_hours}-mc{mc_splits}"
                f"-c{calibration_ok}{span[0]}-t{target_fpr}{f'k{fpr_confidence}' if fpr_confidence else ''}-p{persistence}"
-               f"-l{look_k}-{code_digest()}")
+               f"-l{look_k}{'-hs' if spread else ''}-{code_digest()}")
     # (training label, its profiles, its test profiles, held out?) per model
     others = {p: [q for q in names if q != p] for p in names}
     trainings = ([(p, [p], names, False) for p in names] if pairs_too else []) + (
@@ -1591,6 +1612,7 @@ def evaluate_cross_profile(
                                                target_fpr=target_fpr, fpr_confidence=fpr_confidence,
                                                mc_splits=mc_splits, persistence=persistence, recs=recs,
                                                look_alike_only=look_alike_only, calibration_span=span,
+                                               fpr_history_spread=spread,
                                                progress=lambda m, p=label: bar.update(task, description=f"{p}: {m}"))
                 meta["profile"] = label
                 save_model(ens, model_dir, meta)

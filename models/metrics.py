@@ -249,6 +249,45 @@ def design_effects(scores, weights, clusters, thresholds) -> np.ndarray:
     return np.where(np.isfinite(effect), np.maximum(effect, 1.0), 1.0)
 
 
+def history_design_effects(scores, weights, histories, thresholds) -> np.ndarray:
+    """The design effect of a weighted false-positive rate over each threshold when the events come
+    from several histories (recordings, sites): the spread of the histories' own rates around the
+    pooled one, ``J/(J−1) Σ_j (s_j − n_j p)²``, over the binomial variance ``p (1 − p) Σ_i w_i²``
+    (``s_j``: history ``j``'s weight over ``t``, ``n_j``: its weight, ``p = Σ s_j / Σ n_j``; ≥ 1).
+    A rate that rests on one history's episode (the other histories clean) is as uncertain as a
+    count of histories, not of draws; histories that agree leave it at 1.  1 with fewer than two
+    histories or no event over ``t``.  Vectorised over the thresholds.
+
+    >>> h = np.repeat([0, 1, 2, 3], 1000)                     # four histories of 1,000 draws
+    >>> s = np.zeros(4000); s[[10, 1010, 2010, 3010]] = 1.0     # one false positive in each
+    >>> history_design_effects(s, np.ones(4000), h, [0.5])      # they agree: binomial
+    array([1.])
+    >>> s = np.zeros(4000); s[:4] = 1.0                          # all four in one history
+    >>> history_design_effects(s, np.ones(4000), h, [0.5]).round(2)
+    array([4.])
+    """
+    s = np.asarray(scores, dtype=float).ravel()
+    w = np.asarray(weights, dtype=float).ravel()
+    t = np.asarray(thresholds, dtype=float)
+    _, group = np.unique(np.asarray(histories).ravel(), return_inverse=True)
+    n_hist = int(group.max()) + 1 if group.size else 0
+    if n_hist < 2:
+        return np.ones(t.shape)
+    over_weight = np.empty((t.size, n_hist))                     # (T, J): each history's weight over t
+    for j in range(n_hist):
+        mine = group == j
+        order = np.argsort(-s[mine], kind="stable")
+        cum = np.r_[0.0, np.cumsum(w[mine][order])]
+        over_weight[:, j] = cum[np.searchsorted(-s[mine][order], -t.ravel(), side="right")]
+    n_j = np.bincount(group, weights=w, minlength=n_hist)
+    p = over_weight.sum(axis=1) / n_j.sum()
+    spread = n_hist / (n_hist - 1) * ((over_weight - n_j[None, :] * p[:, None]) ** 2).sum(axis=1)
+    binomial = p * (1 - p) * (w * w).sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        effect = np.where(binomial > 0, spread / binomial, 1.0)
+    return np.maximum(np.where(np.isfinite(effect), effect, 1.0), 1.0).reshape(t.shape)
+
+
 def rate_upper_bound(count, trials, confidence: float = 0.95):
     """One-sided exact (Clopper–Pearson) upper bound of a proportion ``count / trials`` (scipy's
     ``beta``); vectorised, and ``count`` may be fractional (a weighted count on an effective number

@@ -100,7 +100,7 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
     assert summary["setting"] == {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 1500,
                                   "persistence": 1, "mc_splits": 2, "simulated_prior": 0, "simulated_look_alikes": 0,
                                   "calibration_span": "validation",
-                                  "fpr_run_minutes": 0, "defaults": "paper"}
+                                  "fpr_run_minutes": 0, "fpr_history_spread": False, "defaults": "paper"}
     assert meta["target_fpr"] is None and meta["persistence"] == 1 and meta["simulated_prior"] is None
     assert meta["simulated_look_alikes"] is None and meta["simulated_look_alike_files"] == []
     # the same data and options through other model code (a statistic added to a feature set): another version
@@ -482,7 +482,7 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     assert result["setting"] == {"target_fpr": 1e-4, "fpr_confidence": None, "calibration_ok": 1500,
                                  "persistence": cli_failure.SITE_SETTING["persistence"], "mc_splits": 1,
                                  "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation",
-                                 "fpr_run_minutes": 0}
+                                 "fpr_run_minutes": 0, "fpr_history_spread": True}
     for p in result["pairs"]:
         names = [row["name"] for row in p["rows"]]
         assert "lstm-vote" in names and "unanimous@6" in names and any(n.startswith("baseline") for n in names)
@@ -744,10 +744,11 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     assert summary["features"] == "trees" and summary["setting"] == {
         "target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 1500, "persistence": 2, "mc_splits": 1,
         "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation", "fpr_run_minutes": 0,
-        "defaults": "site"}
+        "fpr_history_spread": True, "defaults": "site"}
     meta = json.loads((model / "manifest.json").read_text())["metadata"]
     assert (meta["target_fpr"], meta["fpr_confidence"], meta["persistence"]) == (2e-4, 0.95, 2)
     assert meta["calibration_span"] == "validation" and "fpr_run_minutes" not in meta
+    assert "fpr_history_spread" not in meta                # one history: nothing to spread over
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model / "runs"),
                             "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
                             "--calibration-ok", "1500", "--fpr-run-minutes", "30", "--calibration-span", "history"])
@@ -757,6 +758,17 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     runs = json.loads((model / "runs" / "manifest.json").read_text())
     assert runs["metadata"]["fpr_run_minutes"] == 30 and runs["metadata"]["calibration_span"] == "history"
     assert runs["version"] != summary["version"]
+    # two histories: the bound counts the spread of their rates, unless told not to
+    two = ["train", "failure", "--data", str(recorded / "train"), "--data", str(recorded / "test"),
+           "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1", "--calibration-ok", "1500"]
+    r = runner.invoke(app, two + ["--out", str(model / "two")])
+    assert r.exit_code == 0, r.output
+    assert "the spread between the 2 histories' rates: design effect" in r.stdout.replace("\n", " ")
+    assert json.loads((model / "two" / "manifest.json").read_text())["metadata"]["fpr_history_spread"] is True
+    r = runner.invoke(app, two + ["--out", str(model / "pooled"), "--no-fpr-history-spread", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["setting"]["fpr_history_spread"] is False
+    assert "fpr_history_spread" not in json.loads((model / "pooled" / "manifest.json").read_text())["metadata"]
     assert "1500 calibration events of the validation period" in runner.invoke(app, [
         "train", "failure", "--data", str(recorded / "train"), "--out", str(model / "said"), "--simulated-prior",
         "0", "--simulated-look-alikes", "0", "--mc-splits", "1", "--calibration-ok", "1500"]

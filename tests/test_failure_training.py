@@ -382,3 +382,25 @@ def test_false_positives_in_runs_make_the_bound_count_runs():
     twin = Events.concat([ev, Events(ev.features, ev.labels, ev.nodes, ev.times, source=np.ones(4, np.int64))])
     keys = _event_keys(twin, np.arange(8), 600.0)               # 10-minute blocks
     assert keys[0] == keys[1] != keys[2] and keys[0] != keys[3] and len(set(keys[:4]) & set(keys[4:])) == 0
+
+
+def test_a_rate_resting_on_one_history_makes_the_bound_count_histories():
+    """histories: the same false positives concentrated in one of four histories (its episode) make the bound
+    count the spread between the histories, so the threshold sits higher than with the draws pooled; one
+    history, or no histories given, leave the threshold where it was."""
+    rng = np.random.default_rng(2)
+    n_fail = 300
+    probs = np.r_[rng.uniform(0.0, 0.3, (10_000, 6)), rng.uniform(0.6, 1.0, (n_fail, 6))]
+    probs[:60] = rng.uniform(0.6, 0.9, (60, 6))                 # healthy events that vote like failures
+    y = np.r_[np.zeros(10_000, np.int64), np.ones(n_fail, np.int64)]
+    times = np.r_[np.arange(10_000) * 15.0, rng.uniform(0, 10_000 * 15.0, n_fail)]
+    four = np.r_[np.repeat(np.arange(4), 2_500), rng.integers(0, 4, n_fail)]   # the 60 all in history 0
+    common = dict(seed=0, target_fpr=1e-2, fpr_confidence=0.95, times=times, max_epochs=150, rate_from="all")
+    voter, pooled = train_voter(probs, y, **common)
+    _, spread = train_voter(probs, y, histories=four, **common)
+    _, one = train_voter(probs, y, histories=np.zeros(y.size, np.int64), **common)
+    assert spread["threshold"] > pooled["threshold"] and spread["fpr_upper"] <= 1e-2
+    assert spread["fpr"] == 0 or spread["fpr_design_effect"] > 1
+    assert one["threshold"] == pooled["threshold"] and one["fpr_design_effect"] == pooled["fpr_design_effect"] == 1.0
+    healthy = voter.vote(probs[:10_000])
+    assert (healthy >= pooled["threshold"]).sum() > (healthy >= spread["threshold"]).sum()

@@ -154,7 +154,8 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
                 fpr_confidence: float | None = None, rate_from: str = "validation",
                 rate_probs: np.ndarray | None = None, rate_weight: np.ndarray | None = None,
                 clusters: np.ndarray | None = None,
-                rate_clusters: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
+                rate_clusters: np.ndarray | None = None, histories: np.ndarray | None = None,
+                rate_histories: np.ndarray | None = None) -> tuple[LstmVoter, dict[str, Any]]:
     """LSTM voter on ``(N, 6)`` network probabilities in vote order; train/validation split by
     time when ``times`` is given (else stratified random); class-balanced loss; threshold chosen
     on the validation ROC, reported with the validation failures and a Wilson 95 % interval.
@@ -167,8 +168,9 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     learn single events), plus ``rate_probs`` (``(M, 6)``, healthy events the voter never fits)
     weighed by ``rate_weight``; ``"validation"``: the validation half's alone.  The tpr is
     always the validation failures'.  ``clusters`` (``(N,)``, and ``rate_clusters`` for
-    ``rate_probs``) make the fpr's bound count runs of false positives (see
-    :func:`choose_threshold`)."""
+    ``rate_probs``) make the fpr's bound count runs of false positives, and ``histories`` (and
+    ``rate_histories``; which recording each event comes from) the spread of the recordings' own
+    rates (see :func:`choose_threshold`)."""
     rng = np.random.default_rng(seed + 1)
     tr, va = (time_split(y, times, val_fraction) if times is not None
               else stratified_split(y, val_fraction, rng))
@@ -187,16 +189,19 @@ def train_voter(net_probs_seq: np.ndarray, y: np.ndarray, seed: int = 0, val_fra
     scores = voter.vote(np.asarray(net_probs_seq)[rated])   # as inference computes them
     y_rated, w_rated = y[rated], w[rated]
     c_rated = None if clusters is None else np.asarray(clusters)[rated]
+    h_rated = None if histories is None else np.asarray(histories)[rated]
     if rate_probs is not None and len(rate_probs):
         scores = np.concatenate([scores, voter.vote(np.asarray(rate_probs))])
         y_rated = np.concatenate([y_rated, np.zeros(len(rate_probs), y.dtype)])
         w_rated = np.concatenate([w_rated, np.asarray(rate_weight, float)])
         if c_rated is not None:
             c_rated = np.concatenate([c_rated, np.asarray(rate_clusters)])
+        if h_rated is not None:
+            h_rated = np.concatenate([h_rated, np.asarray(rate_histories)])
     if not (y_rated == 0).any():
         raise ValueError("no weighted healthy event in the voter's validation period to measure the fpr")
     chosen = choose_threshold(y_rated, scores, target_fpr, sample_weight=w_rated, confidence=fpr_confidence,
-                              clusters=c_rated)
+                              clusters=c_rated, histories=h_rated)
     k_fail, n_fail = int((scores[y_rated == 1] >= chosen["threshold"]).sum()), int(y_rated.sum())
     # the rate's worth in uniform draws
     n_ok, n_eff = int((y_rated == 0).sum()), int(round(chosen.pop("ok_effective")))
@@ -215,7 +220,7 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
                    progress: Callable[[str], None] | None = None, split: str = "time",
                    augment: Events | None = None, rated: np.ndarray | None = None,
                    calibration_span: str = "validation", fpr_run_minutes: float | None = None,
-                   **info: Any) -> tuple[FailureEnsemble, dict]:
+                   fpr_history_spread: bool = False, **info: Any) -> tuple[FailureEnsemble, dict]:
     """Train the six networks and the LSTM voter; returns the ensemble and a training report.
 
     ``split="time"`` (default) splits networks/voter and voter train/validation by event
@@ -234,6 +239,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     rows left out), and so do the voter's training half's (module docstring).  ``fpr_run_minutes``
     makes the bound of that rate count runs: healthy events of one history's node within the same
     block of that many minutes are one cluster (:func:`choose_threshold`'s ``clusters``).
+    ``fpr_history_spread`` makes it count the spread of the rate between the histories
+    (``Events.source``; :func:`choose_threshold`'s ``histories``): with one history it changes nothing.
     ``info`` may carry ``grid_s``, ``window_steps``, ``features``, ``persistence``, ``lead_shift``
     and ``encoder`` (the fitted front-end of a learned feature set) for the ensemble.
     """
@@ -280,8 +287,9 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
     voter_weight = np.where(voter_rated, events.node_steps[vote_idx], 0.0)
     calibrated = calibration is not None and len(calibration.labels) > 0
     whole = calibrated and calibration_span == "history" and split == "time"
-    rate_probs, rate_weight, rate_clusters = None, None, None
+    rate_probs, rate_weight, rate_clusters, rate_histories = None, None, None, None
     voter_clusters = _event_keys(events, vote_idx, 60.0 * fpr_run_minutes) if fpr_run_minutes else None
+    voter_histories = events.source[vote_idx] if fpr_history_spread else None
     if calibrated:
         # uniform draws of the period are the calibration's: the ok events drawn with the failures measure no rate
         voter_weight[~events.hard[vote_idx]] = 0.0
@@ -294,6 +302,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
         voter_weight = np.concatenate([voter_weight, calibration.node_steps[later]])
         if fpr_run_minutes:
             voter_clusters = np.concatenate([voter_clusters, _event_keys(calibration, later, 60.0 * fpr_run_minutes)])
+        if fpr_history_spread:
+            voter_histories = np.concatenate([voter_histories, calibration.source[later]])
         if whole:
             earlier = np.flatnonzero((calibration.times < start) & (calibration.labels == 0))
             own = net_idx[(y[net_idx] == 0) & own_rows[net_idx]]
@@ -302,6 +312,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
             rate_weight = calibration.node_steps[earlier]
             if fpr_run_minutes:
                 rate_clusters = _event_keys(calibration, earlier, 60.0 * fpr_run_minutes)
+            if fpr_history_spread:
+                rate_histories = calibration.source[earlier]
     if progress:
         progress("LSTM voter")
     probs = ens.network_probabilities(voter_feats)
@@ -310,7 +322,8 @@ def train_ensemble(events: Events, seed: int = 0, calibration: Events | None = N
                                       times=voter_t if split == "time" else None,
                                       ok_weight=voter_weight, rate_from="all" if whole else "validation",
                                       rate_probs=rate_probs, rate_weight=rate_weight,
-                                      clusters=voter_clusters, rate_clusters=rate_clusters)
+                                      clusters=voter_clusters, rate_clusters=rate_clusters,
+                                      histories=voter_histories, rate_histories=rate_histories)
     ens.voter = voter
     ens.threshold = voter_report["threshold"]
     report = {"seed": seed, "events": int(y.size), "failures": int(y.sum()), "network_events": int(train_y.size),

@@ -103,7 +103,7 @@ class LstmVoter(nn.Module):
 
 
 def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_weight=None,
-                     confidence: float | None = None, clusters=None) -> dict[str, float]:
+                     confidence: float | None = None, clusters=None, histories=None) -> dict[str, float]:
     """Decision threshold from the ROC curve of a validation set.
 
     ``target_fpr=None`` follows seed 000 (Fig. 4.11c): among the ROC points at the lowest
@@ -122,7 +122,10 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     event; the healthy events' are read) makes that bound count episodes: at each point the
     effective number is divided by the design effect of the false positives over it
     (:func:`~hpcguard.models.metrics.design_effects`, reported as ``fpr_design_effect``), since
-    false positives that come in runs on one node vary as a count of runs.
+    false positives that come in runs on one node vary as a count of runs.  ``histories`` (one id
+    per event: which recording it comes from) divides it by the spread of the histories' own rates
+    (:func:`~hpcguard.models.metrics.history_design_effects`; the larger of the two effects counts),
+    so a rate that rests on one history's episode is not taken for the others'.
 
     >>> y = [0, 0, 0, 0, 1, 1, 1]
     >>> s = [0.1, 0.2, 0.3, 0.8, 0.7, 0.9, 0.95]
@@ -144,22 +147,32 @@ def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_wei
     >>> counted = choose_threshold(y, s, target_fpr=5e-4, confidence=0.95, clusters=runs)
     >>> round(alone["fpr"] * 1e4, 1), round(counted["fpr"] * 1e4, 1), counted["fpr_design_effect"]  # 35 events: 7 runs
     (3.5, 2.0, 5.0)
+    >>> s = np.r_[rng.normal(0, 1, 100_000), rng.normal(3.5, 1, 200)]
+    >>> s[:5] += 4.0                                   # one history's episode: five high in its first draws
+    >>> four = np.r_[np.repeat(np.arange(4), 25_000), np.full(200, -1)]
+    >>> pooled = choose_threshold(y, s, target_fpr=2e-4, confidence=0.95)
+    >>> spread = choose_threshold(y, s, target_fpr=2e-4, confidence=0.95, histories=four)
+    >>> spread["threshold"] > pooled["threshold"], spread["fpr_design_effect"] > 1.5
+    (True, True)
     """
-    from hpcguard.models.metrics import design_effects, effective_count, rate_upper_bound, roc
+    from hpcguard.models.metrics import (design_effects, effective_count, history_design_effects,
+                                         rate_upper_bound, roc)
 
     curve = roc(y_true, scores, sample_weight)
     fpr, tpr, thr = curve["fpr"], curve["tpr"], curve["thresholds"]
     finite = np.isfinite(thr)
     negative = np.asarray(y_true).ravel() == 0
-    n_eff = effective_count(np.ones(int(negative.sum())) if sample_weight is None
-                            else np.asarray(sample_weight, dtype=float).ravel()[negative])
+    w_neg = (np.ones(int(negative.sum())) if sample_weight is None
+             else np.asarray(sample_weight, dtype=float).ravel()[negative])
+    n_eff = effective_count(w_neg)
     kept = confidence is not None and target_fpr is not None
     effect = np.ones(thr.size)
+    s_neg = np.asarray(scores, dtype=float).ravel()[negative]
     if clusters is not None:
-        w_neg = (np.ones(int(negative.sum())) if sample_weight is None
-                 else np.asarray(sample_weight, dtype=float).ravel()[negative])
-        effect = design_effects(np.asarray(scores, dtype=float).ravel()[negative], w_neg,
-                                np.asarray(clusters).ravel()[negative], thr)
+        effect = design_effects(s_neg, w_neg, np.asarray(clusters).ravel()[negative], thr)
+    if histories is not None:
+        effect = np.maximum(effect, history_design_effects(s_neg, w_neg, np.asarray(histories).ravel()[negative],
+                                                           thr))
     trials = n_eff / effect
     bound = rate_upper_bound(fpr * trials, trials, confidence) if kept else None   # every point's, to choose by
     if target_fpr is None:
