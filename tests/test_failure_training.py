@@ -400,7 +400,7 @@ def test_a_rate_resting_on_one_history_makes_the_bound_count_histories():
     _, spread = train_voter(probs, y, histories=four, **common)
     _, one = train_voter(probs, y, histories=np.zeros(y.size, np.int64), **common)
     assert spread["threshold"] > pooled["threshold"] and spread["fpr_upper"] <= 1e-2
-    assert spread["fpr"] == 0 or spread["fpr_design_effect"] > 1
+    assert spread["fpr"] > 0 and spread["fpr_design_effect"] > 1      # measured: 2.1e-3 at design effect 21
     assert one["threshold"] == pooled["threshold"] and one["fpr_design_effect"] == pooled["fpr_design_effect"] == 1.0
     healthy = voter.vote(probs[:10_000])
     assert (healthy >= pooled["threshold"]).sum() > (healthy >= spread["threshold"]).sum()
