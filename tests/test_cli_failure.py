@@ -100,7 +100,8 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
     assert summary["setting"] == {"target_fpr": None, "fpr_confidence": None, "calibration_ok": 1500,
                                   "persistence": 1, "mc_splits": 2, "simulated_prior": 0, "simulated_look_alikes": 0,
                                   "calibration_span": "validation",
-                                  "fpr_run_minutes": 0, "fpr_history_spread": False, "defaults": "paper"}
+                                  "fpr_run_minutes": 0, "fpr_history_spread": False, "split_days": 0.0,
+                                  "defaults": "paper"}
     assert meta["target_fpr"] is None and meta["persistence"] == 1 and meta["simulated_prior"] is None
     assert meta["simulated_look_alikes"] is None and meta["simulated_look_alike_files"] == []
     # the same data and options through other model code (a statistic added to a feature set): another version
@@ -482,7 +483,7 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     assert result["setting"] == {"target_fpr": 1e-4, "fpr_confidence": None, "calibration_ok": 1500,
                                  "persistence": cli_failure.SITE_SETTING["persistence"], "mc_splits": 1,
                                  "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation",
-                                 "fpr_run_minutes": 0, "fpr_history_spread": True}
+                                 "fpr_run_minutes": 0, "fpr_history_spread": True, "split_days": 0.0}
     for p in result["pairs"]:
         names = [row["name"] for row in p["rows"]]
         assert "lstm-vote" in names and "unanimous@6" in names and any(n.startswith("baseline") for n in names)
@@ -744,11 +745,12 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     assert summary["features"] == "trees" and summary["setting"] == {
         "target_fpr": 2e-4, "fpr_confidence": 0.95, "calibration_ok": 1500, "persistence": 2, "mc_splits": 1,
         "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation", "fpr_run_minutes": 0,
-        "fpr_history_spread": True, "defaults": "site"}
+        "fpr_history_spread": True, "split_days": 0.0, "defaults": "site"}
     meta = json.loads((model / "manifest.json").read_text())["metadata"]
     assert (meta["target_fpr"], meta["fpr_confidence"], meta["persistence"]) == (2e-4, 0.95, 2)
     assert meta["calibration_span"] == "validation" and "fpr_run_minutes" not in meta
     assert "fpr_history_spread" not in meta                # one history: nothing to spread over
+    assert any(n.startswith("one own history: the fpr bound counts the draws within it") for n in summary["notes"])
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model / "runs"),
                             "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
                             "--calibration-ok", "1500", "--fpr-run-minutes", "30", "--calibration-span", "history"])
@@ -765,9 +767,11 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
     assert r.exit_code == 0, r.output
     assert "the spread between the 2 histories' rates: design effect" in r.stdout.replace("\n", " ")
     assert json.loads((model / "two" / "manifest.json").read_text())["metadata"]["fpr_history_spread"] is True
+    assert "one own history" not in r.output
     r = runner.invoke(app, two + ["--out", str(model / "pooled"), "--no-fpr-history-spread", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["setting"]["fpr_history_spread"] is False
+    assert not any("one own history" in n for n in json.loads(r.stdout)["notes"])
     assert "fpr_history_spread" not in json.loads((model / "pooled" / "manifest.json").read_text())["metadata"]
     assert "1500 calibration events of the validation period" in runner.invoke(app, [
         "train", "failure", "--data", str(recorded / "train"), "--out", str(model / "said"), "--simulated-prior",
@@ -790,6 +794,43 @@ def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(record
                                 str(recorded / "refused"), "--simulated-prior", "0"] + bad)
         assert r.exit_code != 0 and said in r.output, (bad, r.output)
         assert not (recorded / "refused").exists()
+
+
+def test_a_history_of_two_days_is_cut_into_day_parts_at_a_clear_step():
+    """Two days and a bit: two parts ending at the same time, every failure and look-alike in one part
+    (shifted with it), no failure within 30 min before or 15 min after a cut; one day: left whole."""
+    v, fn, ft = synthetic_grid(seed=4, nodes=6, steps=12000, failures_per_node=6)
+    fn, ft = np.r_[fn, 0], np.r_[ft, T0 + 5760 * 15.0 + 300.0]          # one failure 5 min after the nominal cut
+    look = (np.array([1, 2]), np.array([T0 + 600.0, T0 + 100_000.0]), np.array([T0 + 900.0, T0 + 100_300.0]))
+    rec = cli_failure.Recorded(v, T0, fn, ft, [f"n{i}" for i in range(6)], np.ones(len(ft), bool), look,
+                               None, ["fan"] * len(ft), ["fan_dip", "cooling_blip"])
+    parts = cli_failure._day_parts(rec, 1.0)
+    assert len(parts) == 2 and sum(p.values.shape[1] for p in parts) == 12000
+    end = T0 + 12000 * 15.0
+    assert all(p.t0 + 15.0 * p.values.shape[1] == end for p in parts)     # aligned: each has its last hours
+    cut = parts[0].values.shape[1]
+    assert cut != 5760 and not np.any((ft >= T0 + cut * 15.0 - 1800.0) & (ft <= T0 + cut * 15.0 + 900.0))
+    shift = end - (T0 + cut * 15.0)
+    np.testing.assert_array_equal(np.sort(np.r_[parts[0].failure_times - shift, parts[1].failure_times]), np.sort(ft))
+    assert len(parts[0].family) + len(parts[1].family) == len(ft)
+    assert parts[0].look_alike_kinds == ["fan_dip"] and parts[1].look_alike_kinds == ["cooling_blip"]
+    assert parts[0].look_alikes[1][0] == T0 + 600.0 + shift
+    np.testing.assert_array_equal(parts[1].values, v[:, cut:])
+    assert cli_failure._day_parts(rec, 1.5) == [rec] and cli_failure._day_parts(rec, 0) == [rec]
+
+
+def test_split_days_makes_one_history_parts_whose_spread_the_bound_counts(recorded):
+    """--split-days on one 12.5-hour history: two parts, their rates' spread in the bound and said; the
+    manifest records the cut, the note about one own history is not given."""
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out",
+                            str(recorded / "parts"), "--simulated-prior", "0", "--simulated-look-alikes", "0",
+                            "--mc-splits", "1", "--calibration-ok", "1500", "--split-days", "0.25"])
+    assert r.exit_code == 0, r.output
+    assert "the spread between the 2 parts' (--split-days 0.25) rates: design effect" in r.stdout.replace("\n", " ")
+    assert "one own history" not in r.output
+    meta = json.loads((recorded / "parts" / "manifest.json").read_text())["metadata"]
+    assert (meta["split_days"], meta["own_parts"], meta["fpr_history_spread"]) == (0.25, 2, True)
+    assert meta["data_dirs"] == [str((recorded / "train").resolve())]
 
 
 def test_a_target_fpr_kept_with_confidence_says_when_the_history_cannot_bound_it(recorded):
