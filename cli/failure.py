@@ -254,10 +254,11 @@ def _read_recorded(path: Path) -> Recorded:
                         None, z["family"].tolist() or None, z["look_kinds"].tolist() or None)
 
 
-def _prior_recorded(rec: Recorded, end: float, absent: list[str]) -> Recorded:
-    """A simulated history made to sit beside a site's own: shifted in time to end where the
-    site's history ends (so the time-based splits take the later part of both), and without
-    the canonical sensors the site does not have (the networks must not lean on them)."""
+def _ending_at(rec: Recorded, end: float, absent: tuple[str, ...] | list[str] = ()) -> Recorded:
+    """A history made to sit beside a site's own: shifted in time to end at ``end`` (so the
+    time-based splits take the later part of each: a simulated prior, a day part of the site's
+    own history), and without the canonical sensors ``absent`` the site does not have (the
+    networks must not lean on them)."""
     import numpy as np
 
     from hpcguard.models.features import CANONICAL_SENSORS
@@ -272,49 +273,43 @@ def _prior_recorded(rec: Recorded, end: float, absent: list[str]) -> Recorded:
     return rec._replace(values=values, t0=rec.t0 + shift, failure_times=rec.failure_times + shift, look_alikes=look)
 
 
-def _day_parts(rec: Recorded, days: float, clear_s: tuple[float, float] = (1800.0, 900.0)) -> list[Recorded]:
+def _day_parts(rec: Recorded, days: float) -> list[Recorded]:
     """An own history cut into parts of about ``days`` days each (at least two, else ``[rec]``), so that
-    the threshold sees each part as a history: each has its own voter period (its last hours), and the
-    fpr bound counts the spread of their rates (``fpr_history_spread``).  Each cut is moved to the
-    nearest step with no failure in the ``clear_s`` (before, after) seconds around it: a part's healthy
-    steps never sit in a failure's exclusion or downtime that lies in the other part.  Failures, benign
-    look-alikes and their labels go with the part their time (a look-alike: its start) falls in."""
+    the threshold sees each part as a history: each ends where the history ends (:func:`_ending_at`),
+    so each has its own voter period (its last hours), and the fpr bound counts the spread of their
+    rates (``fpr_history_spread``).  Each cut is moved to the nearest step that is healthy for every
+    node (:func:`~hpcguard.models.failure.dataset.healthy_mask`, the exclusion before a failure and the
+    downtime after it that ``build_events`` uses): no part's healthy step lies in a failure's
+    exclusion or downtime that lies in the other part.  Failures, benign look-alikes and their labels
+    go with the part their time (a look-alike: its start) falls in."""
     import numpy as np
+
+    from hpcguard.models.failure.dataset import healthy_mask
 
     step, n_steps = 15.0, rec.values.shape[1]
     part = int(round(days * 86400.0 / step))
     k = n_steps // part if part > 0 else 0
-    if k < 2:
+    times = np.asarray(rec.failure_times, float)
+    clear = np.flatnonzero(healthy_mask(1, n_steps, rec.t0, step, np.zeros(times.size, int), times)[0])
+    if k < 2 or not clear.size:
         return [rec]
-    f_steps = (np.asarray(rec.failure_times, float) - rec.t0) / step
-    candidates = np.arange(n_steps)
-    clear = np.ones(n_steps, bool)
-    for f in f_steps:   # a cut at step c is clear when no failure lies in [c - before, c + after]
-        clear[max(int(np.floor(f - clear_s[1] / step)), 0):max(int(np.ceil(f + clear_s[0] / step)) + 1, 0)] = False
-    cuts = []
-    for i in range(1, k):
-        ok = candidates[clear]
-        if not ok.size:
-            return [rec]
-        cuts.append(int(ok[np.argmin(np.abs(ok - i * part))]))
-    bounds = [0] + sorted(set(cuts)) + [n_steps]
+    cuts = sorted({int(clear[np.argmin(np.abs(clear - i * part))]) for i in range(1, k)})
+    end = rec.t0 + n_steps * step
     parts = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip([0] + cuts, cuts + [n_steps]):
         lo, hi = rec.t0 + a * step, rec.t0 + b * step
-        shift = (n_steps - b) * step   # every part ends where the history ends: the time splits take each one's last hours
-        f = (rec.failure_times >= lo) & (rec.failure_times < hi)
+        f = (times >= lo) & (times < hi)
         look, kinds = rec.look_alikes, rec.look_alike_kinds
         if look is not None:
             inside = (np.asarray(look[1]) >= lo) & (np.asarray(look[1]) < hi)
-            look = (np.asarray(look[0])[inside], np.asarray(look[1])[inside] + shift,
-                    np.asarray(look[2])[inside] + shift)
+            look = tuple(np.asarray(x)[inside] for x in look)
             kinds = None if kinds is None else [kd for kd, keep in zip(kinds, inside) if keep]
-        parts.append(rec._replace(
-            values=rec.values[:, a:b], t0=lo + shift, failure_nodes=np.asarray(rec.failure_nodes)[f],
-            failure_times=np.asarray(rec.failure_times)[f] + shift,
-            precursor=None if rec.precursor is None else np.asarray(rec.precursor)[f],
-            family=None if rec.family is None else [x for x, keep in zip(rec.family, f) if keep],
-            look_alikes=look, look_alike_kinds=kinds))
+        cut = rec._replace(values=rec.values[:, a:b], t0=lo, failure_nodes=np.asarray(rec.failure_nodes)[f],
+                           failure_times=times[f],
+                           precursor=None if rec.precursor is None else np.asarray(rec.precursor)[f],
+                           family=None if rec.family is None else [x for x, keep in zip(rec.family, f) if keep],
+                           look_alikes=look, look_alike_kinds=kinds)
+        parts.append(_ending_at(cut, end))
     return parts
 
 
@@ -409,7 +404,7 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     """Train an ensemble on recorded directories; returns ``(ensemble, report, metadata, coverage)``.
 
     ``prior``: simulated ``(file, history)`` pairs trained on beside the site's own ``data`` (see
-    :func:`_prior_recorded`); coverage, the missing-sensor check and the voter's healthy
+    :func:`_ending_at`); coverage, the missing-sensor check and the voter's healthy
     calibration events come from ``data`` alone, so the threshold's fpr is the site's.
     ``look_alike_only``: simulated ``(file, history)`` pairs whose benign look-alikes alone (no
     failures, no other healthy steps) are added to the boosted trees' fit, as healthy examples.
@@ -460,12 +455,12 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
     own = len(recs)
     absent_here = [s for s, share in coverage["shares"].items() if not share]
     end = max(rec.t0 + 15.0 * rec.values.shape[1] for rec in recs)
-    recs = recs + [_prior_recorded(rec, end, absent_here) for _, rec in prior]
+    recs = recs + [_ending_at(rec, end, absent_here) for _, rec in prior]
     prior_files, look_files = [f for f, _ in prior], [f for f, _ in look_alike_only]
     data = list(data) + [str(f) for f in prior_files]
     encoder, encoder_report = None, None
     if features in LEARNED_FEATURE_SETS:
-        look_recs = [_prior_recorded(rec, end, absent_here) for _, rec in look_alike_only]
+        look_recs = [_ending_at(rec, end, absent_here) for _, rec in look_alike_only]
         encoder, encoder_report, fs = _fit_encoder(features, data, recs, seed, hard_negatives, note,
                                                    look_alike_only=look_recs)
     parts, calib = [], []

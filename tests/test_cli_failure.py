@@ -708,11 +708,11 @@ def test_a_damaged_prior_file_is_simulated_again_and_an_unwritable_cache_is_a_cl
     assert "cannot cache the simulated prior" in capsys.readouterr().err
 
 
-def test_prior_recorded_ends_with_the_site_and_lacks_what_the_site_lacks():
+def test_a_prior_history_ends_with_the_site_and_lacks_what_the_site_lacks():
     v = np.ones((2, 8, 10))
     rec = cli_failure.Recorded(v, 100.0, np.array([1]), np.array([160.0]), ["a", "b"],
                                look_alikes=(np.array([0]), np.array([110.0]), np.array([130.0])))
-    out = cli_failure._prior_recorded(rec, end=1000.0, absent=["psu_temp"])
+    out = cli_failure._ending_at(rec, end=1000.0, absent=["psu_temp"])
     assert out.t0 + 15.0 * 8 == 1000.0 and out.failure_times[0] - out.t0 == 60.0
     assert out.look_alikes[1][0] - out.t0 == 10.0 and out.look_alikes[2][0] - out.t0 == 30.0
     assert np.isnan(out.values[..., 3]).all() and not np.isnan(np.delete(out.values, 3, axis=-1)).any()
@@ -816,7 +816,8 @@ def test_a_history_of_two_days_is_cut_into_day_parts_at_a_clear_step():
     assert parts[0].look_alike_kinds == ["fan_dip"] and parts[1].look_alike_kinds == ["cooling_blip"]
     assert parts[0].look_alikes[1][0] == T0 + 600.0 + shift
     np.testing.assert_array_equal(parts[1].values, v[:, cut:])
-    assert cli_failure._day_parts(rec, 1.5) == [rec] and cli_failure._day_parts(rec, 0) == [rec]
+    for whole in (cli_failure._day_parts(rec, 1.5), cli_failure._day_parts(rec, 0)):
+        assert len(whole) == 1 and whole[0] is rec
 
 
 def test_split_days_makes_one_history_parts_whose_spread_the_bound_counts(recorded):
