@@ -448,9 +448,11 @@ def _train_model(data: list[str], mapping, features: str, seed: int = 0, ok_rati
              "no information: paper features are filled with 0, site features are 0 with the missing mask 1)")
     data_dirs = list(data)
     if split_days:
-        cut = [(f"{d} (part {i + 1} of {len(parts)})" if len(parts) > 1 else d, part)
-               for d, rec in zip(data, recs) for parts in [_day_parts(rec, split_days)]
-               for i, part in enumerate(parts)]
+        cut = []
+        for d, rec in zip(data, recs):
+            parts = _day_parts(rec, split_days)
+            cut += [(f"{d} (part {i + 1} of {len(parts)})" if len(parts) > 1 else d, part)
+                    for i, part in enumerate(parts)]
         data, recs = [d for d, _ in cut], [rec for _, rec in cut]
     own = len(recs)
     absent_here = [s for s, share in coverage["shares"].items() if not share]
