@@ -3,8 +3,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 HPCGUARD := $(VENV)/bin/hpcguard
 PYTEST_ARGS ?= -q
+# Tests mostly wait on brokers, workers and daemons: more xdist workers than cores pays.
+TEST_WORKERS ?= 4
+FAULT_WORKERS ?= 2
 
-.PHONY: setup system-deps demo test bench clean
+.PHONY: setup system-deps demo test test-faults bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,8 +26,14 @@ system-deps:
 demo: setup
 	$(HPCGUARD) demo
 
+# The quick suite (minutes): everything but the fault suite, spread over xdist workers that
+# share one embedded broker; the tests that need the real Slurm controller run on one worker.
 test: setup system-deps
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not faults" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The fault suite: fault injection, multi-worker determinism, long end-to-end runs.
+test-faults: setup system-deps
+	$(VENV)/bin/pytest -m faults -n $(FAULT_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) benchmarks/run_all.py

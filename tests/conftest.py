@@ -1,8 +1,14 @@
-"""Shared fixtures: one Kafka-compatible broker per test session.
+"""Shared fixtures: one Kafka-compatible broker per test run.
 
 ``HPCGUARD_TEST_BOOTSTRAP=host:port`` uses an existing broker instead; with
 ``HPCGUARD_TEST_KAFKA=docker`` and a Docker engine, Apache Kafka runs through
-testcontainers.  Otherwise the embedded tansu broker starts once.
+testcontainers.  Otherwise the embedded tansu broker starts once per run: in the
+controller when pytest-xdist spreads the tests over workers (they all get its address
+through ``HPCGUARD_TEST_BOOTSTRAP``), else lazily in the one process.  Every test uses
+topics and app ids of its own, so the workers never meet on the broker.
+
+Tests that need the real Slurm controller run on one xdist worker (group ``slurm``):
+the controller's munged is shared by the host, and one cluster per run is enough.
 """
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ from hpcguard.settings import KafkaSettings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+_RUN_BROKER = None  # the controller's broker when xdist runs the tests
+
 
 def _docker_available() -> bool:
     if not shutil.which("docker"):
@@ -23,9 +31,38 @@ def _docker_available() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 
 
+def _xdist_controller(config) -> bool:
+    """This process hands tests to xdist workers (and runs none itself)."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
+def pytest_configure(config):
+    global _RUN_BROKER
+    if (_xdist_controller(config) and not os.environ.get("HPCGUARD_TEST_BOOTSTRAP")
+            and os.environ.get("HPCGUARD_TEST_KAFKA") != "docker"):
+        from hpcguard.connectors.broker import EmbeddedBroker
+
+        _RUN_BROKER = EmbeddedBroker().start()
+        os.environ["HPCGUARD_TEST_BOOTSTRAP"] = _RUN_BROKER.bootstrap  # the workers inherit it
+
+
+def pytest_unconfigure(config):
+    global _RUN_BROKER
+    if _RUN_BROKER is not None:
+        _RUN_BROKER.stop()
+        os.environ.pop("HPCGUARD_TEST_BOOTSTRAP", None)
+        _RUN_BROKER = None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap():
-    """``host:port`` of the session's broker."""
+    """``host:port`` of the run's broker."""
     explicit = os.environ.get("HPCGUARD_TEST_BOOTSTRAP")
     if explicit:
         yield explicit

@@ -27,7 +27,8 @@ def test_demo_json_with_influx_and_metrics(tmp_path, influxdb):
     argv = [sys.executable, "-m", "hpcguard", "demo", "--nodes", "8", "--hours", "1", "--seed", "3", "--json",
             "--detector", "baseline", "--cache-dir", str(tmp_path / "cache"),
             "--workdir", str(workdir), "--influx", influxdb.url, "--influx-version", "1",
-            "--metrics-port", str(metrics_port), "--timeout", "400"]
+            "--metrics-port", str(metrics_port), "--timeout", "400",
+            "--idle", "10"]  # the failed nodes go quiet: the summary waits idle_s for their last windows
     env = {**os.environ, "HPCGUARD_INFLUX__DATABASE": "demo_test", "HPCGUARD_INFLUX__FLUSH_INTERVAL_S": "0.5"}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     scraped = ""
@@ -74,6 +75,7 @@ def _demo(tmp_path, name, *extra):
     return json.loads(done.stdout)
 
 
+@pytest.mark.faults  # two full demos, one paced with two workers: the fault suite's (make test-faults)
 def test_demo_is_deterministic_across_workers_and_speed(tmp_path):
     one = _demo(tmp_path, "one")
     two = _demo(tmp_path, "two", "--workers", "2", "--speed", "120")

@@ -27,10 +27,13 @@ def series():
 def test_pfs_episode_is_detected_online(kafka_settings, tmp_path):
     read, write, slow = series()
     t0 = 1_700_000_000.0
-    samples = [("fs1", {"node": "fs1", "time": t0 + k, "source": "ldms:lustre_client",
-                        "values": {"io_read_bytes": float(read[k]), "io_write_bytes": float(write[k])}, "v": 1})
-               for k in range(slow.size)]
-    probe_ends = np.arange(1200.0, HOURS * 3600.0, 600.0)
+    # one NodeSamples record per minute of 1 s samples, as normalize publishes LDMS rows (one Kafka record per
+    # batch); keyed and merged by the batch's last sample time
+    samples = [("fs1", {"samples": [{"node": "fs1", "time": t0 + k, "source": "ldms:lustre_client", "v": 1,
+                                     "values": {"io_read_bytes": float(read[k]), "io_write_bytes": float(write[k])}}
+                                    for k in range(m, min(m + 60, slow.size))], "v": 1})
+               for m in range(0, slow.size, 60)]
+    probe_ends = np.arange(1200.0, HOURS * 3600.0 + 1.0, 600.0)  # the last one ends with the data: no window waits
     probes = [(f"p{i}", {"probe_id": f"p{i}", "probe_type": "ior-write", "v": 1,
                          "start": t0 + e - 1200.0 * slow[int(e) - 1200:int(e)].mean(), "end": t0 + e,
                          "runtime_s": 1200.0 * float(slow[int(e) - 1200:int(e)].mean())})
@@ -41,8 +44,10 @@ def test_pfs_episode_is_detected_online(kafka_settings, tmp_path):
            "HPCGUARD_WORKER__JOB_WAIT_S": "30"}
     with WorkerProcess(kafka_settings, tmp_path, roles=["io"], env=env) as w:
         # probes complete before the windows they label are judged, as in a live system with lag
-        merged = sorted([(w.topics.samples_io, kv, kv[1]["time"]) for kv in samples]
+        merged = sorted([(w.topics.samples_io, kv, kv[1]["samples"][-1]["time"]) for kv in samples]
                         + [(w.topics.probes, kv, kv[1]["end"]) for kv in probes], key=lambda x: x[2])
+        # the job source's progress marker: no job runs until the end, so no IO action waits for the job stream
+        w.produce(w.topics.jobs, [("", {"event": "progress", "time": t0 + HOURS * 3600.0, "v": 1})])
         w.produce_many([(topic, kv) for topic, kv, _ in merged])
         windows = w.wait_for(w.topics.io_degradation, lambda r: len(r) >= HOURS * 60 - 2, timeout_s=240)
         log = w.log()

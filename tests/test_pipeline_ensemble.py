@@ -42,7 +42,10 @@ def test_ensemble_agent_predicts_in_batches_and_warns(kafka_settings, tmp_path, 
     with WorkerProcess(kafka_settings, tmp_path, model_dir, roles=["windows", "jobs", "decide", "adapter"],
                        env={"HPCGUARD_WORKER__GRID_SOURCES": "ipmi"}) as w:
         w.produce(w.topics.jobs, [("7", {"job_id": "7", "event": "start", "time": T0, "nodes": ["n1", "n9"],
-                                         "num_nodes": 2, "v": 1})])
+                                         "num_nodes": 2, "v": 1}),
+                                  # the job source's progress marker: no more job events until the failure, so
+                                  # the decisions need not wait for the job stream (worker.job_wait_s)
+                                  ("", {"event": "progress", "time": T0 + GRID * fail_step, "v": 1})])
         w.wait_for(w.topics.node_jobs, lambda r: len(r) >= 2)
         w.produce(w.topics.samples_ipmi, feed)
         preds = w.wait_for(w.topics.predictions, lambda r: sum(p["node"] == "n2" for p in r) >= 60)

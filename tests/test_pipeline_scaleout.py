@@ -10,7 +10,7 @@ import pytest
 from _pipeline import WorkerProcess, baseline_model
 from test_pipeline_actions import T0, samples
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.faults]  # multi-worker determinism: make test-faults
 
 NODES = [f"n{i}" for i in range(1, 9)]
 FAILING = {"n2": 8, "n5": 9, "n7": 9}  # node → minute its fan starts failing

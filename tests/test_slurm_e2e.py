@@ -57,7 +57,8 @@ def test_predicted_failure_requeues_real_job_off_drained_node(cluster, kafka_set
     governor = tmp_path / "governor.toml"
     governor.write_text("max_drained_fraction = 0.5\n")
     env = {"SLURM_CONF": str(cluster.conf), "HPCGUARD_ADAPTER__GOVERNOR_CONFIG": str(governor),
-           "HPCGUARD_ADAPTER__MIGRATE_GRACE_S": "1", "HPCGUARD_ADAPTER__SLURM_CONF": str(cluster.conf)}
+           "HPCGUARD_ADAPTER__MIGRATE_GRACE_S": "1", "HPCGUARD_ADAPTER__SLURM_CONF": str(cluster.conf),
+           "HPCGUARD_WORKER__GRID_SOURCES": "ipmi"}  # only IPMI samples: no OS source to wait idle_s for
     events = [e for e in SlurmPoller(SlurmRunner(slurm_conf=str(cluster.conf))).poll() if e.get("job_id")]
     assert any(e["job_id"] == job and e["event"] == "start" and e["nodes"] == [node] for e in events)
 
@@ -69,6 +70,8 @@ def test_predicted_failure_requeues_real_job_off_drained_node(cluster, kafka_set
         # fall inside the job's run (the decision joins the job running at that event time)
         start = next(e.get("start_time") or e["time"] for e in events if e["job_id"] == job and e["event"] == "start")
         t0 = min(start, time.time()) - 6 * 60
+        # the poller's word that every job event up to the samples' end is out: no decision waits job_wait_s
+        w.produce(w.topics.jobs, [("", {"event": "progress", "time": t0 + 10 * 60, "v": 1})])
         w.produce(w.topics.samples_ipmi, node_samples(cluster.nodes, t0, 10, node, fail_from_min=7))
         acks = w.wait_for(w.topics.acks, lambda r: len(r) >= 1, timeout_s=180)
         actions = w.wait_for(w.topics.actions, lambda r: len(r) >= 1)
