@@ -92,7 +92,9 @@ class DryRunAdapter:
         return ack
 
     def verify(self, action: Mapping[str, Any], claimed_at: float) -> ActionAck:
-        """After an interruption: ``skipped`` when the audit log holds the action, else ``failed`` (nothing done)."""
+        """After an interruption: ``skipped`` when the audit log holds the action, else ``not_applied``: the
+        attempt stopped before doing anything, so the governor runs it now (as for a command adapter whose
+        verify command says "not applied"); ``failed`` would lose the action."""
         action_id = str(action.get("action_id", ""))
         recorded = False
         if os.path.exists(self.audit_log):
@@ -104,7 +106,7 @@ class DryRunAdapter:
                         continue  # a line cut short by the interruption itself
                     if recorded:
                         break
-        ack = ActionAck(action_id=action_id, status="skipped" if recorded else "failed", adapter=self.name,
+        ack = ActionAck(action_id=action_id, status="skipped" if recorded else "not_applied", adapter=self.name,
                         kind=str(action.get("kind", "")), job_id=action.get("job_id"),
                         nodes=list(action.get("nodes") or []),
                         detail="dry-run: recorded in audit log, not executed" if recorded

@@ -110,13 +110,16 @@ def test_reconcile_finishes_interrupted_dry_run_rows(tmp_path):
         gov.ledger.claim(validate_action(action), time.time(), dead_owner(), str)
     adapter.apply(recorded)  # ... after the adapter recorded the first one
     acks = {a.action_id: a for a in gov.reconcile()}
-    assert (acks["rec"].status, acks["lost"].status) == ("skipped", "failed")
+    # the lost attempt did nothing, so it runs now (issue 58 item 3: it used to end `failed`, never run)
+    assert (acks["rec"].status, acks["lost"].status) == ("skipped", "skipped")
     assert "reconciled after an interrupted attempt" in acks["lost"].detail
-    assert "stopped before doing anything" in acks["lost"].detail
-    assert gov.ledger.get("rec")["status"] == "skipped" and gov.ledger.get("lost")["status"] == "failed"
+    assert "stopped before doing anything" in acks["lost"].detail and "ran it now" in acks["lost"].detail
+    assert gov.ledger.get("rec")["status"] == "skipped" and gov.ledger.get("lost")["status"] == "skipped"
     assert gov.reconcile() == []  # nothing left executing
-    assert gov.apply(lost).status == "duplicate"  # a failed attempt is not re-run on redelivery
-    assert len(audit.read_text().splitlines()) == 1
+    assert gov.apply(lost).status == "duplicate"  # each ran once: a redelivery runs neither again
+    assert gov.apply(recorded).status == "duplicate"
+    audited = [json.loads(line)["action"]["action_id"] for line in audit.read_text().splitlines()]
+    assert sorted(audited) == ["lost", "rec"]  # each recorded exactly once
 
 
 def test_reconcile_leaves_rows_of_live_workers_alone(tmp_path):
