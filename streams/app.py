@@ -105,6 +105,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
         # raw bytes in and out: plumbing decodes and checks every record once
         return app.topic(*names, value_serializer="raw", key_serializer="raw", internal=internal)
 
+    inventory = NodeInventory.from_settings(s.door)
     app.hpc = SimpleNamespace(  # type: ignore[attr-defined]
         pipeline=pipeline, settings=s, names=t,
         topics=SimpleNamespace(**{a: raw(getattr(t, a)) for a in (
@@ -112,15 +113,17 @@ def create_app(pipeline: Pipeline) -> faust.App:
             "actions", "acks", "dlq", "raw_ipmi", "raw_slurm", "node_jobs", "plans", "cluster")}),
         raw=raw,
         plumbing=Plumbing(dlq=raw(t.dlq), limits=DoorLimits.from_settings(s.door),
-                          inventory=NodeInventory.from_settings(s.door), outbox=pipeline.outbox),
+                          inventory=inventory, outbox=pipeline.outbox),
         tables=SimpleNamespace(
             # node → NodeGrid state (changelogged: a restarted worker resumes its grids)
             grids=app.Table("node-grids", default=None, partitions=s.topics.partitions),
             # node → current warning episode {first_warn, last_warn}
             warnings=app.Table("node-warnings", default=None, partitions=s.topics.partitions),
         ),
-        # cluster-wide, on every worker: all jobs, nodes' first samples, warning episodes (a broadcast join)
-        cluster=ClusterView(s.topics.partitions, s.worker.jobs_lateness_s),
+        # cluster-wide, on every worker: all jobs, nodes' first samples, warning episodes (a broadcast join);
+        # what internal.cluster says of a node counts once the node is known (streams/cluster_view.py)
+        cluster=ClusterView(s.topics.partitions, s.worker.jobs_lateness_s, nodes_configured=inventory.fixed,
+                            max_pending=s.door.max_nodes),
         # idleness clock of the node grids and the IO windows: stands still while nothing arrives
         stream_clock=StreamClock(pipeline.clock),
     )

@@ -138,19 +138,21 @@ class Plumbing:
         """Bounded JSON (size, depth); raises ``ValidationError``."""
         return safe_loads(raw, max_bytes=self.limits.max_bytes, max_depth=self.limits.max_depth)
 
-    def check(self, kind: str, data: Any) -> dict:
-        """Schema, types, bounds and ids of a decoded record, and the node inventory."""
+    def check(self, kind: str, data: Any, learn: bool = True) -> dict:
+        """Schema, types, bounds and ids of a decoded record, and the node inventory (``learn=False``: a node
+        the inventory does not hold yet is not added to it, see :meth:`NodeInventory.admit`)."""
         record = check_record(kind, data, self.limits)
         for f in _NODE_FIELDS:
             node = record.get(f)
-            if node is not None and self.inventory is not None and not self.inventory.admit(node):
+            if node is not None and self.inventory is not None and not self.inventory.admit(node, learn):
                 raise ValidationError(f, self.inventory.reason(node), "unknown_node")
         return record
 
-    def decode(self, kind: str, raw: bytes | str, source: str, offset: int | None = None) -> dict | None:
+    def decode(self, kind: str, raw: bytes | str, source: str, offset: int | None = None,
+               learn: bool = True) -> dict | None:
         """A checked record of ``kind`` (``NodeSample``, ``JobEvent``...), or ``None`` after a dead letter."""
         try:
-            return self.check(kind, self.loads(raw))
+            return self.check(kind, self.loads(raw), learn)
         except ValidationError as exc:
             self.dead_letter(source, exc.kind, f"not a valid {kind}: {exc.reason}", raw, offset=offset)
             return None

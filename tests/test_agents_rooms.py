@@ -12,12 +12,14 @@ from hpcguard.streams.topics import TopicNames
 T0 = 1_700_000_000.0
 
 
-def make_app(tmp_path, roles, predictor=None, nodes="", plan=False):
+def make_app(tmp_path, roles, predictor=None, nodes="", plan=False, max_nodes=None):
     s = Settings()
     s.worker.data_dir = str(tmp_path / "state")
     s.worker.grid_sources = ("ipmi",)
     s.worker.job_wait_s = 0.2
     s.door.nodes = nodes
+    if max_nodes is not None:
+        s.door.max_nodes = max_nodes
     box: list = []
     pipe = Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), predictor=predictor, outbox=box,
                     roles=frozenset(roles), plan=plan_for(s) if plan else None)
@@ -112,6 +114,107 @@ def test_decide_joins_the_job_running_at_the_warning_time(tmp_path):
     assert [(a["kind"], a["job_id"], a["time"]) for a in actions] == [("checkpoint", "1", T0 + 1800)]
     assert "job_join" not in actions[0]["reason"]  # the job stream had passed the warning's time
     assert [d["error_kind"] for d in dead] == ["bad_id"]
+
+
+# -- internal.cluster is an input: checked at the door, and it cannot grow the spare pool (issue 58 item 1) --------
+WARN = {"node": "n8", "model": "m", "model_version": "1", "failure_probability": 0.9, "warn": True,
+        "lead_minutes": 20.0, "time": T0 + 1800, "sample_time": T0 + 1800, "v": 1}
+RUNNING = [("1", {"job_id": "1", "event": "start", "time": T0, "nodes": ["n8"], "time_limit_s": 7200, "v": 1})]
+
+
+def test_hostile_cluster_records_are_dead_lettered_with_kind_and_reason(tmp_path):
+    app, box = make_app(tmp_path, {"jobs", "decide"}, nodes="n[1-8]")  # configured: valid records count at once
+    first = {"node": "n1", "first": T0, "v": 1}
+    episode = {"node": "n1", "first_warn": T0, "last_warn": T0 + 60, "v": 1}
+    hostile = [
+        ({**first, "first": float("nan")}, "not_finite", "first"),
+        ({**first, "first": float("inf")}, "not_finite", "first"),
+        ({**first, "first": -1e308}, "bad_time", "first"),
+        ({**first, "first": True}, "bad_type", "first"),
+        ({**first, "first": "1700000000"}, "bad_type", "first"),
+        ({**first, "first": 4e9}, "bad_time", "first"),  # the year 2096: ahead of the wall clock
+        ({**first, "node": 42}, "bad_id", "node"),
+        ({**first, "node": "n1;reboot"}, "bad_id", "node"),
+        ({**first, "node": "n9"}, "unknown_node", "node"),  # not in the configured inventory
+        ({**first, "spare": 1}, "unknown_field", "spare"),
+        ({**first, "first_warn": T0}, "unknown_field", "first_warn"),
+        ({**first, "v": 2}, "out_of_range", "v"),
+        ({**episode, "last_warn": T0 - 60}, "bad_time", "last_warn"),
+        ({**episode, "first_warn": None}, "bad_type", "first_warn"),
+        ({"node": "n1"}, "missing_field", "first_warn"),
+        ([first], "bad_type", "ClusterUpdate"),
+    ]
+    asyncio.run(feed(app, "cluster", [("n1", first), ("n1", episode)] + [("n1", rec) for rec, _, _ in hostile]
+                     + [("n1", b'{"node": "n1", "first": '), ("n1", b"[" * 5000 + b"]" * 5000)]))
+    dead = [v for topic, _, v in box if topic.endswith("dlq")]
+    assert [d["error_kind"] for d in dead] == [kind for _, kind, _ in hostile] + ["bad_json", "too_deep"]
+    for d, (_, _, field) in zip(dead, hostile):
+        assert d["source"].endswith("internal.cluster") and d["reason"].startswith("not a valid ClusterUpdate: ")
+        assert d["reason"].removeprefix("not a valid ClusterUpdate: ").startswith(field), d["reason"]
+    view = app.hpc.cluster  # the two valid records, and nothing of the others
+    assert view.first_seen == {"n1": T0} and view.episodes == {"n1": {"first_warn": T0, "last_warn": T0 + 60}}
+    assert [v for topic, _, v in box if not topic.endswith("dlq")] == []
+
+
+def test_the_broadcast_reader_applies_only_what_passes_the_door_and_names_a_known_node(tmp_path):
+    """Every worker's broadcast reader (ClusterView.follow) checks internal.cluster as the cluster agent does and
+    skips what fails (the partition's owner dead-letters it): NaN, -1e308 and true as ``first`` were applied,
+    and 20,000 invented names all joined the nodes a spare pool is drawn from."""
+    from hpcguard.streams.agents_jobs import check_cluster_record
+
+    app, _ = make_app(tmp_path, {"jobs"}, max_nodes=64)
+    view = app.hpc.cluster
+
+    def check(kind, raw):
+        return check_cluster_record(app, kind, raw)
+
+    bad = [b'{"node": "n1", "first": ' + v + b', "v": 1}' for v in (b"NaN", b"-1e308", b"true", b"1e308")]
+    bad.append(b'{"node": "n1", "first_warn": 1700000060, "last_warn": 1700000000}')  # ends before it starts
+    assert [view.receive(raw, 0, check) for raw in bad] == [False] * len(bad)
+    flood = [json.dumps({"node": f"cflood{i:05d}", "first": T0 - 3600, "v": 1}).encode() for i in range(20_000)]
+    assert sum(view.receive(raw, 0, check) for raw in flood) == 64  # held while they wait; the rest refused
+    job = {"job_id": "1", "event": "start", "time": T0, "nodes": ["n8"], "v": 1}
+    assert view.receive(json.dumps(job).encode(), 0, check, job=True)
+    assert view.nodes_at(T0 + 1800) == [] and view.first_seen == {} and len(view.pending) == 64
+    assert len(app.hpc.plumbing.inventory) == 0  # checking a name does not enrol it in the bounded inventory
+
+
+def test_a_cluster_topic_flood_of_invented_nodes_does_not_grow_the_spare_pool(tmp_path):
+    """20,000 records {"node": "cfloodNNNNN", "first": ...} on internal.cluster, then one warning: the spare pool
+    stays empty (the issue saw spare_nodes 20000 and a migrate); names beyond the pending bound are refused."""
+    app, box = make_app(tmp_path, {"jobs", "decide"}, max_nodes=64)
+    flood = [(f"cflood{i:05d}", {"node": f"cflood{i:05d}", "first": T0 - 3600, "v": 1}) for i in range(20_000)]
+    asyncio.run(feed(app, "cluster", flood))
+    asyncio.run(feed(app, "jobs", RUNNING))
+    asyncio.run(feed(app, "decide", [("n8", WARN)]))
+    actions = [v for topic, _, v in box if topic.endswith("actions")]
+    dead = [v for topic, _, v in box if topic.endswith("dlq")]
+    assert [(a["kind"], a["job_id"], a["reason"]["inputs"]["spare_nodes"]) for a in actions] == [("checkpoint", "1", 0)]
+    assert len(dead) == 20_000 - 64 and {d["error_kind"] for d in dead} == {"unknown_node"}
+    assert "cflood19999" in dead[-1]["reason"] and "job record" in dead[-1]["reason"]
+    view = app.hpc.cluster
+    assert len(view.pending) == 64 and view.nodes_at(T0 + 1800) == []
+
+
+def test_a_node_from_the_cluster_topic_counts_once_a_job_record_names_it(tmp_path):
+    """Another worker's node (known to this one only through internal.cluster) joins the spare pool once a job
+    record names it; with a configured inventory at once, and names outside it are refused at the door."""
+    job = [("2", {"job_id": "2", "event": "start", "time": T0 - 600, "nodes": ["n3"], "time_limit_s": 60, "v": 1}),
+           ("2", {"job_id": "2", "event": "end", "time": T0 - 500, "nodes": ["n3"], "v": 1})]
+    first = [("n3", {"node": "n3", "first": T0 - 3600, "v": 1})]
+
+    def spare(name, nodes="", jobs=()):
+        app, box = make_app(tmp_path / name, {"jobs", "decide"}, nodes=nodes)
+        asyncio.run(feed(app, "cluster", first + [("cflood1", {"node": "cflood1", "first": T0 - 3600, "v": 1})]))
+        asyncio.run(feed(app, "jobs", list(jobs) + RUNNING))
+        asyncio.run(feed(app, "decide", [("n8", WARN)]))
+        [action] = [v for topic, _, v in box if topic.endswith("actions")]
+        return action["reason"]["inputs"]["spare_nodes"], [(d["error_kind"], json.loads(d["payload"])["node"])
+                                                          for topic, _, d in box if topic.endswith("dlq")]
+
+    assert spare("unknown") == (0, [])  # n3 and cflood1 wait: named by no job record, no inventory
+    assert spare("job", jobs=job) == (1, [])  # job 2 ran on n3 and ended: n3 is idle, a spare
+    assert spare("configured", nodes="n[1-8]") == (1, [("unknown_node", "cflood1")])
 
 
 def test_checkpoint_plans_count_the_configured_machine_not_the_nodes_seen_so_far(tmp_path):

@@ -94,3 +94,110 @@ def test_frozen_broker_does_not_answer_until_thawed_and_still_stops():
     proc = b.process
     b.stop()  # a frozen broker still stops
     assert proc.poll() is not None
+
+
+# -- LocalS3 leaves nothing behind (issue 58 item 7: a moto.server outlived `make test`) --------------------
+
+def _running(pid: int) -> bool:
+    """Is ``pid`` a live process (a zombie has ended: only its exit status waits to be collected)?"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``."""
+    import os
+
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    state, _ppid, pgrp = f.read().rpartition(")")[2].split()[:3]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(pgrp) == pgid and state != "Z":
+                out.append(int(name))
+    return out
+
+
+def _gone_within(pid: int, timeout_s: float) -> bool:
+    """Poll until neither ``pid`` nor anything of its process group runs, at most ``timeout_s``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while _running(pid) or _group_members(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _needs_moto_and_proc():
+    import os
+
+    import pytest
+
+    pytest.importorskip("moto.server")
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs /proc to see processes")
+
+
+def test_local_s3_stop_ends_its_whole_process_group():
+    from hpcguard.connectors.broker import LocalS3
+
+    _needs_moto_and_proc()
+    with LocalS3() as s3:
+        pid = s3.process.pid
+        assert _running(pid) and _group_members(pid) == [pid]
+    # stop() returns only once the group is gone: no waiting needed, the short bound only absorbs /proc lag
+    assert _gone_within(pid, 1.0), f"LocalS3 left {_group_members(pid)} running"
+
+
+def test_local_s3_failed_start_leaves_no_server(monkeypatch):
+    import urllib.request
+
+    import pytest
+
+    from hpcguard.connectors import broker
+
+    _needs_moto_and_proc()
+    s3 = broker.LocalS3()
+    seen = []
+
+    def refuse(request, timeout=None):
+        seen.append(s3.process.pid)
+        raise OSError("bucket creation refused")
+
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+    with pytest.raises(OSError, match="bucket creation refused"):
+        with s3:  # __exit__ never runs when __enter__ raises
+            pass
+    assert seen and s3.process is None
+    assert _gone_within(seen[0], 1.0), f"a failed start left {_group_members(seen[0])} running"
+
+
+def test_local_s3_ends_when_the_process_that_started_it_is_killed():
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    _needs_moto_and_proc()
+    code = ("import time; from hpcguard.connectors.broker import LocalS3; "
+            "print(LocalS3().start().process.pid, flush=True); time.sleep(600)")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(owner.stdout.readline())
+    finally:
+        owner.kill()  # kill -9: no __exit__, no atexit in the owner
+        owner.wait()
+        owner.stdout.close()
+    try:
+        assert _gone_within(pid, 10.0), f"moto's server {pid} outlived the process that started it"
+    finally:
+        if _running(pid):
+            os.killpg(pid, signal.SIGKILL)

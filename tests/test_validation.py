@@ -169,7 +169,8 @@ HOSTILE = [
     ("ldms", {"ProducerName": "n1`id`"}, "bad_id", "ProducerName"),
     ("ldms", {"timestamp": -1.0}, "bad_time", "timestamp"),
     ("ldms", {"read_bytes": {"x": 1}}, "bad_type", "read_bytes"),
-    ("ldms", {"read_bytes": 1e300}, "out_of_range", "row"),
+    ("ldms", {"read_bytes": 1e300}, "out_of_range", "read_bytes"),
+    ("ldms", {"write_bytes": 10 ** 400}, "out_of_range", "write_bytes"),  # beyond the float range
 ]
 
 
@@ -181,6 +182,17 @@ def test_hostile_records_are_refused_with_kind_and_reason(kind, change, error_ki
         check_record(kind, data, LIMITS, now=NOW)
     assert (err.value.kind, err.value.field) == (error_kind, field_name)
     assert err.value.reason.startswith(field_name) and len(err.value.reason) < 400
+
+
+def test_ldms_out_of_range_names_the_field_and_value_that_failed():
+    # issue 58 item 4: a meminfo row with MemTotal -5e20 was refused "beyond ±2^64 (3.82929e+07)", the row's
+    # largest value instead of the one that failed
+    row = {"timestamp": 1679682808.0, "ProducerName": "n001", "component_id": 1, "MemTotal": -5e20,
+           "MemFree": 38292900, "MemAvailable": 1000}
+    with pytest.raises(ValidationError) as err:
+        check_record("ldms", row, LIMITS, now=NOW)
+    assert (err.value.kind, err.value.field) == ("out_of_range", "MemTotal")
+    assert err.value.reason == "MemTotal: -5e+20 is beyond ±2^64"
 
 
 def test_missing_required_field_is_named():
