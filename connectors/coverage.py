@@ -4,9 +4,10 @@ A site's mapping (``sensors.toml``) can silently miss a vendor's names; training
 then sees a sensor that is NaN on half the nodes.  :class:`SensorCoverage` counts,
 per canonical sensor, the share of node-steps with a value, which raw names fed it
 and which raw names fed nothing, per node and per hardware group (explicit labels,
-or else the node's set of raw sensor names: nodes of one BMC family report the same
-names).  :meth:`SensorCoverage.warnings` names every sensor below a threshold with
-the nodes and groups that lack it.
+else the BMC family whose marker names the node reports (``sensors.toml``
+``[families]``, with ``families=mapping.family_of``), else the node's set of raw sensor
+names: nodes of one BMC model report the same names).  :meth:`SensorCoverage.warnings`
+names every sensor below a threshold with the nodes and groups that lack it.
 
 Example
 -------
@@ -26,15 +27,19 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from hpcguard.connectors.netdev import add_traffic, netdev_report, netdev_warnings
 from hpcguard.models.features import CANONICAL_SENSORS
 
 TOP_UNMAPPED = 20  # raw names listed in a report
 TOP_SIGNATURES = 40  # raw-name signature groups listed in a report
 NAMED_NODES = 8  # node names a warning spells out before it says "and N more"
+# what SensorMapping.family_of answers when no marker matches: the raw-name signature
+# then tells BMC models apart better than one catch-all group
+UNRECOGNISED_FAMILIES = ("other", "no-sensors")
 
 
 class SensorCoverage:
@@ -49,11 +54,17 @@ class SensorCoverage:
         Canonical sensors to report on (default: all ten).
     groups
         Optional ``{node: hardware group label}``; nodes without a label are grouped
-        by their raw-name signature.
+        by their BMC family, else by their raw-name signature.
+    families
+        Raw names of a node → its BMC family (e.g. :meth:`SensorMapping.family_of
+        <hpcguard.connectors.mapping.SensorMapping.family_of>`); ``'other'`` or
+        ``'no-sensors'`` means none is recognised.
     """
 
-    def __init__(self, sensors: Sequence[str] = CANONICAL_SENSORS, groups: Mapping[str, str] | None = None):
+    def __init__(self, sensors: Sequence[str] = CANONICAL_SENSORS, groups: Mapping[str, str] | None = None,
+                 families: Callable[[Iterable[str]], str] | None = None):
         self.sensors = tuple(sensors)
+        self._family_of = families
         self._index = {s: i for i, s in enumerate(self.sensors)}
         self._groups: dict[str, str] = dict(groups or {})
         self._steps: dict[str, int] = {}
@@ -62,6 +73,10 @@ class SensorCoverage:
         self._names: dict[str, set[str]] = {}  # node → raw names seen
         self._mismatch: dict[tuple[str, str, str | None], Counter] = {}  # (raw, canonical, unit) → {node: count}
         self._units: dict[str, set[str]] = {}  # unmapped raw name → units of its numeric readings
+        # procnetdev: node → {iface: (rx, tx, rx in jobs, tx in jobs)}, node → rows in jobs, summed patterns
+        self._netdev: dict[str, dict[str, tuple[float, ...]]] = {}
+        self._netdev_jobs: dict[str, int] = {}
+        self._netdev_patterns: tuple[str, ...] = ()
 
     # -- feeding ------------------------------------------------------------------------------------
     def set_group(self, node: str, group: str) -> None:
@@ -81,6 +96,15 @@ class SensorCoverage:
         """``count`` readings of a mapped ``raw_name`` left out because ``unit`` is not ``canonical``'s."""
         self._mismatch.setdefault((raw_name, canonical, unit), Counter())[node] += count
         self._names.setdefault(node, set()).add(raw_name)
+
+    def add_interface_traffic(self, traffic: Mapping[str, Mapping[str, Sequence[float]]],
+                              job_rows: Mapping[str, int], patterns: Sequence[str]) -> None:
+        """Bytes per node and interface of a ``procnetdev`` file (:func:`~hpcguard.connectors.netdev.
+        interface_traffic`) and the ``netdev_interfaces`` ``patterns`` that chose what bytes_in/out sum."""
+        add_traffic(self._netdev, traffic)
+        for node, n in job_rows.items():
+            self._netdev_jobs[node] = self._netdev_jobs.get(node, 0) + int(n)
+        self._netdev_patterns = tuple(patterns)
 
     def add_counts(self, node: str, present: Mapping[str, int] | np.ndarray, steps: int) -> None:
         """``steps`` node-steps of ``node``, of which ``present[sensor]`` had a value."""
@@ -124,6 +148,10 @@ class SensorCoverage:
             self._names.setdefault(node, set()).update(names)
         for node, g in other._groups.items():
             self._groups.setdefault(node, g)
+        if self._family_of is None:
+            self._family_of = other._family_of
+        if other._netdev:
+            self.add_interface_traffic(other._netdev, other._netdev_jobs, other._netdev_patterns)
 
     # -- reading ------------------------------------------------------------------------------------
     def signature_of(self, node: str) -> str:
@@ -133,9 +161,17 @@ class SensorCoverage:
             return "no-ipmi-names"
         return "names-" + hashlib.sha1("\n".join(sorted(names)).encode()).hexdigest()[:8]
 
+    def family_of(self, node: str) -> str | None:
+        """The BMC family the node's raw names mark (``families``), or ``None`` when none is recognised."""
+        names = self._names.get(node)
+        if not names or self._family_of is None:
+            return None
+        family = self._family_of(names)
+        return None if family in UNRECOGNISED_FAMILIES else family
+
     def group_of(self, node: str) -> str:
-        """The node's explicit group (e.g. its BMC family), else its raw-name signature."""
-        return self._groups.get(node) or self.signature_of(node)
+        """The node's explicit group, else its recognised BMC family, else its raw-name signature."""
+        return self._groups.get(node) or self.family_of(node) or self.signature_of(node)
 
     def _node_shares(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         nodes = sorted(self._steps)
@@ -147,8 +183,9 @@ class SensorCoverage:
     def report(self) -> dict:
         """``{"nodes", "node_steps", "sensors": {s: {share, with_value, node_steps, raw_names,
         nodes_below_half}}, "groups": {g: {nodes, example_nodes, shares}}, "signatures": {...},
-        "unmapped": [{name, readings, nodes, units}], "unit_mismatch": [...]}``; unmapped names
-        with numeric readings (a unit) come first."""
+        "unmapped": [{name, readings, nodes, units}], "unit_mismatch": [...]}``, and ``netdev``
+        (:meth:`netdev_report`) after procnetdev data; unmapped names with numeric readings
+        (a unit) come first."""
         nodes, steps, present = self._node_shares()
         total = int(steps.sum())
         fed: dict[str, Counter] = {s: Counter() for s in self.sensors}
@@ -175,14 +212,18 @@ class SensorCoverage:
             rep.pop("_first")
         # measured quantities (a unit) first: those are the names a site may want to map
         unmapped.sort(key=lambda u: (u[0] not in self._units, -u[2], -u[1], u[0]))
-        return {"nodes": len(nodes), "node_steps": total, "sensors": sensors, "groups": group_report,
-                "signatures": dict(list(signatures.items())[:TOP_SIGNATURES]), "signature_count": len(signatures),
-                "unmapped": [{"name": n, "readings": c, "nodes": k, "units": sorted(self._units.get(n, ()))}
-                             for n, c, k in unmapped[:TOP_UNMAPPED]],
-                "unmapped_names": len(unmapped),
-                "unit_mismatch": [{"name": n, "canonical": c, "unit": u, "readings": sum(k.values()), "nodes": len(k)}
-                                  for (n, c, u), k in sorted(self._mismatch.items(),
-                                                             key=lambda kv: -sum(kv[1].values()))[:TOP_UNMAPPED]]}
+        report = {"nodes": len(nodes), "node_steps": total, "sensors": sensors, "groups": group_report,
+                  "signatures": dict(list(signatures.items())[:TOP_SIGNATURES]), "signature_count": len(signatures),
+                  "unmapped": [{"name": n, "readings": c, "nodes": k, "units": sorted(self._units.get(n, ()))}
+                               for n, c, k in unmapped[:TOP_UNMAPPED]],
+                  "unmapped_names": len(unmapped),
+                  "unit_mismatch": [{"name": n, "canonical": c, "unit": u, "readings": sum(k.values()),
+                                     "nodes": len(k)}
+                                    for (n, c, u), k in sorted(self._mismatch.items(),
+                                                               key=lambda kv: -sum(kv[1].values()))[:TOP_UNMAPPED]]}
+        if self._netdev:
+            report["netdev"] = self.netdev_report()
+        return report
 
     def _group_shares(self, nodes: list[str], steps: np.ndarray, present: np.ndarray, label) -> dict:
         """``{label: {nodes, example_nodes, shares, _first}}``, largest group first."""
@@ -197,13 +238,20 @@ class SensorCoverage:
                       "shares": {s: round(int(pr[j]) / st, 4) if st else 0.0 for j, s in enumerate(self.sensors)}}
         return out
 
+    def netdev_report(self) -> dict:
+        """Which interfaces fed bytes_in/bytes_out and their share of the traffic
+        (:func:`~hpcguard.connectors.netdev.netdev_report`); ``{}`` without procnetdev data."""
+        return netdev_report(self._netdev, self._netdev_jobs, self._netdev_patterns) if self._netdev else {}
+
     def warnings(self, threshold: float = 0.5) -> list[str]:
         """One line per canonical sensor whose share of node-steps is below ``threshold``,
-        naming the nodes and groups that lack it."""
+        naming the nodes and groups that lack it; one per network interface left out of
+        ``netdev_interfaces`` that is a node's busiest."""
+        netdev = netdev_warnings(self.netdev_report(), NAMED_NODES) if self._netdev else []
         nodes, steps, present = self._node_shares()
         total = int(steps.sum())
         if not total:
-            return ["no node-steps seen: coverage unknown"] if self.sensors else []
+            return (["no node-steps seen: coverage unknown"] if self.sensors else []) + netdev
         with np.errstate(invalid="ignore", divide="ignore"):
             node_share = present / steps[:, None]
         out = []
@@ -218,7 +266,7 @@ class SensorCoverage:
             groups = ", ".join(f"{g} ({k} nodes)" for g, k in by_group.most_common(6))
             out.append(f"{s}: {share:.0%} of node-steps have a value (below {threshold:.0%}); "
                        f"{len(low)} of {len(nodes)} nodes below: {named}; groups: {groups}")
-        return out
+        return out + netdev
 
 
 def coverage_of_grid(nodes: Iterable[str], values: np.ndarray, sensors: Sequence[str] = CANONICAL_SENSORS

@@ -227,7 +227,9 @@ def add_scan_names(scan: SdrLogScan, cache: SdrLineCache, coverage: "SensorCover
             coverage.add_raw(scan.node, name, None, n, unit)
         elif verdict == 3:
             coverage.add_unit_mismatch(scan.node, name, canonical, unit, n)
-    coverage.set_group(scan.node, cache.mapping.family_of(names))
+    family = cache.mapping.family_of(names)
+    if family != "other":  # a node no family marker names keeps its raw-name signature, as elsewhere
+        coverage.set_group(scan.node, family)
 
 
 def iter_archive_logs(path: str | Path, limit: int | None = None) -> Iterator[tuple[str, str, str]]:

@@ -5,7 +5,8 @@ collector wrapper's ``# hpcguard-poll host=n001 time=1679682808.000``, or a
 timestamp line written by the site's own script (default pattern: FASRC's
 ``Timestamp: 2025-06-03 00:00:01 UTC``; the node is then the file name without its
 ``-YYYY-MM-DD`` date and extension).  Telegraf lines carry node and time themselves
-(the node is the BMC, tag ``server=``, when present, else ``host=``).
+(the node is the BMC, tag ``server=``, when present, else ``host=``, else ``hostname=``);
+other measurements of a Telegraf file output (``cpu``, ``mem``...) are passed over.
 :func:`read_ipmi_lines` cuts text into raw envelopes (``docs/formats.md``, "Raw
 transport"); :func:`decode_ipmi_envelope` maps the raw sensor names onto the
 canonical sensors (``connectors/sensors.toml``), keeping a reading only when its
@@ -53,6 +54,10 @@ POLL = re.compile(r"#\s*hpcguard-poll\s+host=(\S+)\s+time=(\S+)\s*$")
 _MISSING = {"n/a", "na", "no reading", "disabled", "not readable", "unavailable", ""}
 _LP_SPLIT = re.compile(r"(?<!\\) ")
 _LP_COMMA = re.compile(r"(?<!\\),")
+# any Influx line-protocol line: measurement[,tag=value...] field=value[,...] timestamp.  Telegraf's
+# file output writes every input's measurements (cpu, mem...) into one file beside ipmi_sensor
+_LP_LINE = re.compile(r"(?:[^\s,=\\]|\\.)+(?:,(?:[^\s,=\\]|\\.)+=(?:[^\s,\\]|\\.)*)* \S.*=.* -?\d+")
+_IPMI_MEASUREMENT = ("ipmi_sensor,", "ipmi_sensor ")
 # "2160 RPM", "23 degrees C", "110 Watts, Presence detected", "-3.5 Volts"; not "0x00" (a discrete state)
 _VALUE_UNIT = re.compile(r"\s*([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)(?:\s+([^,]*?))?\s*(?:,.*)?$")
 _SENSOR = {name: i for i, name in enumerate(CANONICAL_SENSORS)}
@@ -321,7 +326,8 @@ def parse_telegraf_line(line: str, source: str = "", line_no: int | None = None,
     """``(node, name, value, unit, time)`` of one Telegraf ``ipmi_sensor`` line-protocol line.
 
     The node is the BMC (``server=``, set when Telegraf polls a remote BMC) when present,
-    else ``host=`` (the collector's own name), else ``default_host``; a line with none
+    else ``host=`` (the collector's own name; ``hostname=`` where a site renames that tag),
+    else ``default_host``; a line with none
     of them is a ``missing_field`` error.  The time is Telegraf's own.
     """
     parts = _LP_SPLIT.split(line.strip())
@@ -337,7 +343,7 @@ def parse_telegraf_line(line: str, source: str = "", line_no: int | None = None,
             raise ParseError("bad_row", f"tag {tag!r} has no '='", line_no, source)
         tags[k] = v.replace("\\ ", " ").replace("\\,", ",").replace("\\=", "=")
     fields = dict(f.partition("=")[::2] for f in _LP_COMMA.split(parts[1]))
-    host = tags.get("server") or tags.get("host") or default_host
+    host = tags.get("server") or tags.get("host") or tags.get("hostname") or default_host
     if not host:
         raise ParseError("missing_field", "ipmi_sensor line has neither a server (BMC) nor a host tag; set the "
                          "Telegraf agent's hostname or configure a default node", line_no, source)
@@ -363,7 +369,7 @@ def parse_telegraf_line(line: str, source: str = "", line_no: int | None = None,
 def detect_ipmi_format(lines: Iterable[str], time_line: TimeLine | None = None) -> str | None:
     """``freeipmi-csv``, ``ipmitool-sdr``, ``telegraf-lp`` or ``None`` from the first lines."""
     time_line = time_line or TimeLine()
-    stamped = False
+    stamped = line_protocol = False
     for line in lines:
         s = line.strip()
         if not s or POLL.match(s):
@@ -371,7 +377,7 @@ def detect_ipmi_format(lines: Iterable[str], time_line: TimeLine | None = None) 
         if time_line.regex.fullmatch(s):
             stamped = True
             continue
-        if s.startswith("ipmi_sensor,") or s.startswith("ipmi_sensor "):
+        if s.startswith(_IPMI_MEASUREMENT):
             return "telegraf-lp"
         if is_freeipmi_header(s):
             return "freeipmi-csv"
@@ -383,8 +389,13 @@ def detect_ipmi_format(lines: Iterable[str], time_line: TimeLine | None = None) 
             return "ipmitool-sdr"
         if s.startswith("#"):
             continue
+        if not stamped and _LP_LINE.fullmatch(s):  # a Telegraf file output: ipmi_sensor may come further on
+            line_protocol = True
+            continue
         return None
-    return "ipmitool-sdr" if stamped else None  # timestamp lines of polls that printed nothing
+    if stamped:
+        return "ipmitool-sdr"  # timestamp lines of polls that printed nothing
+    return "telegraf-lp" if line_protocol else None
 
 
 def read_ipmi_file(path: str | Path, fmt: str | None = None, source: str | None = None,
@@ -472,10 +483,20 @@ def read_ipmi_lines(lines: list[str], src: str, fmt: str | None = None, options:
 
 
 def _telegraf_envelopes(lines: list[str], src: str, default_host: str | None) -> Iterator[dict | Rejected]:
+    """One envelope per (node, time) run of ``ipmi_sensor`` lines; other measurements are passed over,
+    a file with none at all is one ``unknown_format`` record (it is not IPMI)."""
     key, block, start = None, [], 0
+    ipmi, other, first_other = 0, {}, 0
     for i, line in enumerate(lines, start=1):
         if not line.strip() or line.startswith("#"):
             continue
+        s = line.strip()
+        if not s.startswith(_IPMI_MEASUREMENT) and _LP_LINE.fullmatch(s):
+            name = _LP_COMMA.split(_LP_SPLIT.split(s, 1)[0], 1)[0]
+            other[name] = other.get(name, 0) + 1
+            first_other = first_other or i
+            continue
+        ipmi += 1
         try:
             host, _, _, _, ts = parse_telegraf_line(line, src, i, default_host)
         except ParseError as exc:
@@ -488,6 +509,11 @@ def _telegraf_envelopes(lines: list[str], src: str, default_host: str | None) ->
         block.append(line)
     if block:
         yield _telegraf_env(key, block, src, start, default_host)
+    if not ipmi and other:
+        names = ", ".join(sorted(other)[:6]) + (" ..." if len(other) > 6 else "")
+        yield Rejected(src, first_other, "unknown_format", f"Influx line protocol without an ipmi_sensor "
+                       f"measurement ({sum(other.values())} lines of {names}): nothing to read as IPMI",
+                       lines[first_other - 1])
 
 
 def _telegraf_env(key: tuple[str, float], block: list[str], src: str, start: int, default_host: str | None) -> dict:

@@ -68,7 +68,7 @@ class LdmsColumns:
     producer: tuple[str, ...] = ("ProducerName", "producer", "prdcr", "producer_name")
     time: tuple[str, ...] = ("timestamp", "Time", "time")
     component: tuple[str, ...] = ("component_id", "comp_id")
-    netdev_interfaces: tuple[str, ...] = ("eth*", "eno*", "ens*", "enp*", "ib*")
+    netdev_interfaces: tuple[str, ...] = ("eth*", "en*", "ib*", "hsn*", "opa*", "hfi*")  # as LdmsSettings
 
     @classmethod
     def from_settings(cls, settings=None) -> "LdmsColumns":

@@ -159,6 +159,11 @@ class SensorMapping:
                     site["ipmi"][canonical] = {**inherited, **spec}
             for section in SECTIONS:
                 data.setdefault(section, {}).update(site.get(section, {}))
+            # a node takes the first family whose marker it reports: the site's own families
+            # (a generation, a rack of one vendor) come before the packaged vendor markers
+            site_families = site.get("families", {})
+            data["families"] = {**site_families, **{k: v for k, v in data["families"].items()
+                                                     if k not in site_families}}
         return cls.from_dict(data, source=str(path or "sensors.toml"))
 
     @classmethod

@@ -42,6 +42,7 @@ from hpcguard.connectors.ipmi import (IpmiInput, decode_ipmi_envelope, freeipmi_
 from hpcguard.connectors.ldms import (LdmsColumns, base_schema, find_altheader, fold_interfaces, parse_layout,
                                       read_store_csv)
 from hpcguard.connectors.mapping import MetricSpec, SensorMapping
+from hpcguard.connectors.netdev import counter_columns, interface_traffic
 from hpcguard.connectors.replay import detect_format
 from hpcguard.models.counters import counter_deltas, counter_rates
 from hpcguard.models.features import CANONICAL_SENSORS
@@ -332,7 +333,8 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     every node seen, sorted.  Time span: ``meta.json`` ``start``/``end`` or the data.
     ``ipmi/`` holds FreeIPMI / ipmitool files with poll lines, per-node ``ipmitool sdr``
     logs with timestamp lines (``<host>-YYYY-MM-DD.txt``, the FASRC layout, or a
-    ``.tar.xz`` of them, streamed), or Telegraf line protocol.  ``settings`` (default:
+    ``.tar.xz`` of them, streamed), or Telegraf line protocol (any file name, one node or
+    many, other measurements passed over), also in sub-directories.  ``settings`` (default:
     :meth:`Settings.load() <hpcguard.settings.Settings.load>`, i.e. ``HPCGUARD_CONFIG`` and
     the environment) gives the ``[ipmi]`` input (how tool output without poll lines is
     timed, Telegraf's default host), the ``[ldms]`` interfaces and, without ``mapping``, the
@@ -340,7 +342,8 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     overrides its ``[ipmi]``.  ``ldms/`` files with ``as_is`` names (``meminfo_8d2b8bd``)
     are read as their base schema; rows or metrics a file cannot give are counted in
     ``skipped`` (``ldms_<kind>``), never fatal.  The grid's ``coverage`` says how much of
-    each sensor the data delivered and from which names.
+    each sensor the data delivered and from which names, groups nodes by BMC family, and
+    names the network interfaces that fed bytes_in/bytes_out (:mod:`~hpcguard.connectors.netdev`).
     """
     d = Path(data_dir)
     if not d.is_dir():
@@ -353,7 +356,7 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     # (node name array, times, sensor index, values, is_last_value)
     parts: list[tuple[np.ndarray, np.ndarray, int | np.ndarray, np.ndarray, bool]] = []
     skipped: dict[str, int] = {}
-    coverage = SensorCoverage()
+    coverage = SensorCoverage(families=mapping.family_of)  # groups nodes by BMC family
     for f in sorted(Path(d, "ldms").glob("*")) if Path(d, "ldms").is_dir() else []:
         spec = mapping.ldms.get(base_schema(f.name.split(".")[0], mapping.ldms))
         if spec is None or spec.io or ".HEADER" in f.name or not f.is_file():
@@ -361,6 +364,10 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
         times, names, columns = read_store_csv_arrays(f, interfaces, skipped)
         if times.size == 0:
             continue
+        net = counter_columns(spec)
+        if net is not None:  # which interfaces feed bytes_in/bytes_out; is a left-out one the job network?
+            coverage.add_interface_traffic(*interface_traffic(times, names, columns, max_gap_factor * spec.period_s,
+                                                              net), interfaces)
         ids, keys = np.unique(names, return_inverse=True)
         for metric in spec.derive:
             if metric.canonical in _SENSOR:
@@ -372,7 +379,8 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
                 parts.append((names, times, _SENSOR[metric.canonical], v, False))
     ipmi_dir = Path(d, "ipmi")
     caches: dict = {}
-    for f in sorted(ipmi_dir.glob("*")) if ipmi_dir.is_dir() else []:
+    # sub-directories too, as replay reads them (ipmi/<node>/metrics.out: Telegraf file outputs gathered per node)
+    for f in sorted(ipmi_dir.rglob("*")) if ipmi_dir.is_dir() else []:
         if not f.is_file():
             continue
         fmt = "ipmitool" if is_archive(f) else detect_format(f)

@@ -43,8 +43,9 @@ from hpcguard.connectors.errors import ParseError, Rejected
 from hpcguard.connectors.fasrc import (SdrLineCache, add_scan_coverage, buffer_archive_polls, is_archive,
                                        iter_archive_logs, scan_sdr_log)
 from hpcguard.connectors.ipmi import IpmiInput, decode_ipmi_envelope, detect_ipmi_format, read_ipmi_file
-from hpcguard.connectors.ldms import LdmsDecoder, base_schema, find_altheader, parse_layout, read_store_csv
+from hpcguard.connectors.ldms import LdmsColumns, LdmsDecoder, base_schema, find_altheader, parse_layout, read_store_csv
 from hpcguard.connectors.mapping import SensorMapping
+from hpcguard.connectors.netdev import counter_columns, interface_traffic
 from hpcguard.connectors.sacct import (JOB_ID_COLUMNS, SacctDialect, decode_slurm_envelope, job_events,
                                        progress_envelope, read_sacct)
 from hpcguard.models.jobs import PROGRESS
@@ -463,21 +464,40 @@ def _progress(enabled: bool):
     return prog, prog.add_task("replay", total=None)
 
 
+def _add_netdev_coverage(f: Path, mapping: SensorMapping, interfaces: tuple[str, ...], max_gap_factor: float,
+                         coverage: SensorCoverage) -> None:
+    """Which interfaces of a ``procnetdev`` file feed bytes_in/bytes_out (:mod:`~hpcguard.connectors.netdev`),
+    into ``coverage``; other files, and rows the row reader refused (already counted), add nothing."""
+    from hpcguard.connectors.recorded import read_store_csv_arrays  # recorded imports this module
+
+    spec = mapping.ldms.get(base_schema(f.name.split(".")[0], mapping.ldms))
+    net = counter_columns(spec)
+    if net is None:
+        return
+    try:
+        times, names, columns = read_store_csv_arrays(f, interfaces, {})
+    except ParseError:
+        return
+    coverage.add_interface_traffic(*interface_traffic(times, names, columns, max_gap_factor * spec.period_s, net),
+                                   interfaces)
+
+
 def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: SensorMapping | None = None,
             limit: int | None = None, progress=None, ipmi: IpmiInput | None = None,
-            sacct: SacctDialect | None = None) -> dict:
+            sacct: SacctDialect | None = None, columns: LdmsColumns | None = None) -> dict:
     """Parse and decode everything without a broker; counts of records, samples, errors and IPMI coverage.
 
     ``coverage`` covers the IPMI canonical sensors (one node-step per poll), grouped
-    by BMC family (``sensors.toml`` ``[families]``); archives of per-node ``ipmitool sdr``
+    by BMC family (``sensors.toml`` ``[families]``), and, in ``netdev``, the interfaces of
+    ``procnetdev`` files that feed bytes_in/bytes_out; archives of per-node ``ipmitool sdr``
     logs are scanned with :func:`~hpcguard.connectors.fasrc.scan_sdr_log`, ``limit``
     files each (their ``records`` count every poll, answered or not; elsewhere a poll
     that printed nothing makes no record).  ``progress(n_files)`` is called after every
-    archive member.
+    archive member.  ``columns``: the ``[ldms]`` settings of LDMS rows (default: the environment's).
     """
     mapping = mapping or SensorMapping.load()
-    ldms = LdmsDecoder(mapping)
-    coverage = SensorCoverage(sensors=tuple(mapping.ipmi))
+    ldms = LdmsDecoder(mapping, columns=columns)
+    coverage = SensorCoverage(sensors=tuple(mapping.ipmi), families=mapping.family_of)
     ipmi_stats: dict[str, int] = {}
     records: dict[str, int] = {}
     samples: dict[str, int] = {}
@@ -528,6 +548,9 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
             continue
         if produced:
             samples[kind] = samples.get(kind, 0) + produced
+    for f, _, f_fmt in planned:
+        if f_fmt == "store_csv":
+            _add_netdev_coverage(f, mapping, ldms.columns.netdev_interfaces, ldms.max_gap_factor, coverage)
     elapsed = _time.monotonic() - started
     report = coverage.report()
     return {"records": records, "samples": samples, "errors": errors, "files": len(planned),

@@ -184,9 +184,13 @@ class LdmsSettings:
     producer_columns: tuple[str, ...] = ("ProducerName", "producer", "prdcr", "producer_name")
     time_columns: tuple[str, ...] = ("timestamp", "Time", "time")
     component_columns: tuple[str, ...] = ("component_id", "comp_id")
-    # procnetdev: interfaces (fnmatch patterns) whose bytes are summed; "lo" never counts.
-    # A bond and its members are all counted if both match: list the bond alone on bonded nodes.
-    netdev_interfaces: tuple[str, ...] = ("eth*", "eno*", "ens*", "enp*", "ib*")
+    # procnetdev: interfaces (fnmatch patterns) whose bytes are summed; "lo" never counts.  The
+    # default knows the common fabrics: Ethernet (eth*, en*: eno1, ens3, enp65s0), InfiniBand (ib*),
+    # Slingshot (hsn*), Omni-Path (opa*, hfi*).  bond* is left out: its members (eth*/en*) already
+    # carry its bytes, and a bond and its members are all counted if both match (list the bond
+    # alone on bonded nodes).  Coverage reports each interface's share and warns when a left-out
+    # one is a node's busiest.
+    netdev_interfaces: tuple[str, ...] = ("eth*", "en*", "ib*", "hsn*", "opa*", "hfi*")
 
 
 @dataclass

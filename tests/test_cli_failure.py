@@ -63,7 +63,7 @@ def recorded(tmp_path, monkeypatch):
     add("no_psu", 3, lambda v: v[..., 3].fill(np.nan))
     add("patchy_volt", 3, lambda v: v[:8, :, 2].fill(np.nan))
 
-    def fake_load(data_dir, grid_s=15.0, mapping=None):
+    def fake_load(data_dir, grid_s=15.0, mapping=None, settings=None):
         key = str(data_dir)
         if key not in grids:
             cli_failure.fail(f"data directory not found: {data_dir}")
