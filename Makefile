@@ -31,9 +31,10 @@ demo: setup
 test: setup system-deps
 	$(VENV)/bin/pytest -m "not faults" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-# The fault suite: fault injection, multi-worker determinism, long end-to-end runs.
+# The fault suite: fault injection, multi-worker determinism, long end-to-end runs. One file
+# per xdist worker: tests/test_faults.py shares one clean run (a module fixture) between its faults.
 test-faults: setup system-deps
-	$(VENV)/bin/pytest -m faults -n $(FAULT_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m faults -n $(FAULT_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) benchmarks/run_all.py
