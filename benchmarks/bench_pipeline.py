@@ -27,7 +27,7 @@ import numpy as np
 from hpcguard.connectors.broker import EmbeddedBroker
 from hpcguard.models.features import window_features
 from hpcguard.settings import KafkaSettings, Settings
-from hpcguard.cli.demo import DemoConfig, _percentiles, read_topic, run_demo
+from hpcguard.simulators.demo_run import DemoConfig, percentiles, read_topic, run_demo
 from hpcguard.streams.topics import TopicNames
 
 
@@ -108,17 +108,17 @@ def main() -> None:
                    for name, t in (("ipmi", topics.samples_ipmi), ("os", topics.samples_os))}
         # the replay's first record reached Kafka then: warm-up is counted from it, for every kind of output
         start = min((s["ingest_time"] for recs in samples.values() for s, _ in recs if s.get("ingest_time")), default=None)
-        hop = {name: _percentiles(_latencies_ms(recs, "ingest_time", WARMUP_S, start)) for name, recs in samples.items()}
+        hop = {name: percentiles(_latencies_ms(recs, "ingest_time", WARMUP_S, start)) for name, recs in samples.items()}
         if args.series:
             Path(args.series).write_text(json.dumps({
                 name: sorted((r["ingest_time"], ts - 1000.0 * r["ingest_time"]) for r, ts in recs if r.get("ingest_time"))
                 for name, recs in (("predictions", predictions), ("ipmi", samples["ipmi"]), ("os", samples["os"]))}))
     result["pipeline"] = {"msgs_per_s": summary["throughput_msgs_per_s"], "latency_ms": summary["latency_ms"],
-                          "prediction_latency_ms": _percentiles(_latencies_ms(predictions, "ingest_time")),
+                          "prediction_latency_ms": percentiles(_latencies_ms(predictions, "ingest_time")),
                           # without the records that arrived while the workers were still joining their groups
-                          f"latency_ms_after_{WARMUP_S:.0f}s": _percentiles(
+                          f"latency_ms_after_{WARMUP_S:.0f}s": percentiles(
                               _latencies_ms(actions, "trigger_time", WARMUP_S, start)),
-                          f"prediction_latency_ms_after_{WARMUP_S:.0f}s": _percentiles(
+                          f"prediction_latency_ms_after_{WARMUP_S:.0f}s": percentiles(
                               _latencies_ms(predictions, "ingest_time", WARMUP_S, start)),
                           f"normalize_latency_ms_after_{WARMUP_S:.0f}s": hop,
                           "replayed_records": summary["replayed_records"], "nodes": args.nodes, "hours": args.hours,

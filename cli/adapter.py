@@ -22,8 +22,7 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.cli import app, emit_json, fail
-from hpcguard.cli.common import CONFIG, load_settings
+from hpcguard.cli.common import CONFIG, app, emit_json, fail, load_settings
 
 EXIT_CODES = {"applied": 0, "skipped": 0, "duplicate": 0, "failed": 1, "unknown": 1, "refused": 3}
 ledger_app = typer.Typer(help="The site's action ledger (settings adapter.ledger): list outcomes, resolve "

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from hpcguard.cli import emit_json, evaluate_app, fail, simulate_app
+from hpcguard.cli.common import emit_json, evaluate_app, fail, simulate_app
 
 
 @simulate_app.command("pfs")

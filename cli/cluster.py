@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.cli import emit_json, evaluate_app, fail, simulate_app, trace_app
+from hpcguard.cli.common import emit_json, evaluate_app, fail, simulate_app, trace_app
 
 WORKLOAD_HELP = "SWF trace file (plain or .gz) or 'synthetic' (FARS §5.2.1 exponential workload)."
 FAILURES_HELP = ("lanl:FILE:SYSTEM (real LANL failure records, repair times from the records), "

@@ -1,13 +1,67 @@
-"""Options shared by every command that talks to Kafka, and the cache directory of trained/simulated artefacts."""
+"""The ``hpcguard`` command line's groups, its output and error helpers, the options shared by
+every command that talks to Kafka, and the cache directory of trained/simulated artefacts.
+
+Each area registers its commands on these groups from its own module (``cli/<area>.py``,
+imported by ``hpcguard.cli``), so heavy imports (torch, faust) happen only when a command runs.
+"""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Optional
+import json
+from typing import Any, Optional
 
 import typer
 
+from hpcguard import __version__
+from hpcguard.connectors.model_store import cache_root  # noqa: F401  (commands' --cache-dir)
+from hpcguard.jsonable import jsonable
 from hpcguard.settings import Settings
+
+app = typer.Typer(
+    name="hpcguard",
+    help="Online resilience service for HPC clusters: failure prediction, IO-degradation "
+    "detection and scheduler actions over Kafka.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+simulate_app = typer.Typer(help="Generate synthetic telemetry or simulate a cluster.", no_args_is_help=True)
+evaluate_app = typer.Typer(help="Evaluate predictors, detectors and policies.", no_args_is_help=True)
+train_app = typer.Typer(help="Train models on recorded telemetry.", no_args_is_help=True)
+checkpoint_app = typer.Typer(help="Checkpoint-interval mathematics (Young, Daly, aware, multilevel, Shiraz).",
+                             no_args_is_help=True)
+failures_app = typer.Typer(help="Failure records: fit distributions.", no_args_is_help=True)
+fars_app = typer.Typer(help="FARS fault-aware rescheduling.", no_args_is_help=True)
+trace_app = typer.Typer(help="Workload traces (SWF).", no_args_is_help=True)
+config_app = typer.Typer(help="Configuration.", no_args_is_help=True)
+
+for sub, name in ((simulate_app, "simulate"), (evaluate_app, "evaluate"), (train_app, "train"),
+                  (checkpoint_app, "checkpoint"), (failures_app, "failures"), (fars_app, "fars"),
+                  (trace_app, "trace"), (config_app, "config")):
+    app.add_typer(sub, name=name)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"hpcguard {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Optional[bool] = typer.Option(None, "--version", callback=version_callback, is_eager=True,
+                                                 help="Print the version and exit.")) -> None:
+    """hpcguard command line."""
+
+
+def emit_json(obj: Any) -> None:
+    """Print machine-readable output (NaN → null) on stdout."""
+    typer.echo(json.dumps(jsonable(obj), indent=2, sort_keys=False))
+
+
+def fail(message: str, code: int = 2) -> "typer.Exit":
+    """Print a clear error on stderr and exit with ``code``."""
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code)
+
 
 BOOTSTRAP = typer.Option(None, "--bootstrap", "-b", help="Kafka bootstrap HOST:PORT[,HOST:PORT] "
                          "(default: settings kafka.bootstrap).", envvar="HPCGUARD_BOOTSTRAP")
@@ -34,8 +88,6 @@ def load_settings(config: Optional[str] = None, bootstrap: Optional[str] = None,
                   ssl_cafile: Optional[str] = None, ssl_certfile: Optional[str] = None,
                   ssl_keyfile: Optional[str] = None, **sections: dict) -> Settings:
     """Settings from file/env with the command line's Kafka options on top."""
-    from hpcguard.cli import fail
-
     try:
         settings = Settings.load(config)
         return settings.with_overrides(
@@ -46,13 +98,3 @@ def load_settings(config: Optional[str] = None, bootstrap: Optional[str] = None,
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
         raise  # unreachable: fail exits
-
-
-def cache_root(explicit: Optional[str] = None) -> Path:
-    """``explicit`` (a ``--cache-dir``), else ``$HPCGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcguard``
-    (~/.cache/hpcguard): where the demo's models and the simulated prior histories are kept."""
-    if explicit:
-        return Path(explicit)
-    if os.environ.get("HPCGUARD_CACHE_DIR"):
-        return Path(os.environ["HPCGUARD_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcguard"

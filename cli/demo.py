@@ -1,534 +1,94 @@
-"""``hpcguard demo``: embedded broker, simulated cluster, full pipeline, summary."""
+"""``hpcguard demo``: embedded broker, simulated cluster, full pipeline, summary
+(:func:`hpcguard.simulators.demo_run.run_demo` does the run; this module parses and prints)."""
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import sys
-import tempfile
-import time
-import uuid
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-import numpy as np
+import typer
 
-from hpcguard.cli.common import cache_root
-from hpcguard.connectors.model_store import code_digest
-from hpcguard.settings import KafkaSettings, Settings
-from hpcguard.streams.topics import TopicNames
+from hpcguard.cli.common import app, emit_json, fail
+from hpcguard.cli import common as o
 
 
-@dataclass
-class DemoConfig:
-    nodes: int = 32
-    hours: float = 2.0
-    seed: int = 7
-    bootstrap: str | None = None
-    model: str | None = None
-    workdir: str | None = None
-    influx: str | None = None
-    influx_version: int = 2
-    metrics_port: int | None = None
-    timeout_s: float = 600.0
-    train_hours: float | None = None
-    detector: str = "ensemble"  # ensemble (seed 000's system) | baseline, trained on a separate history
-    speed: float | None = None  # replay pace (× real time); None = as fast as possible
-    workers: int = 1            # worker processes sharing the topics' partitions
-    cache_dir: str | None = None  # trained demo models, keyed by their parameters
-    worker_env: dict | None = None  # extra HPCGUARD_WORKER__* settings for the workers
-    offline: bool = True        # also compute the offline decisions on the same files (parity)
-    preload: bool = False       # replay everything before the workers start: they drain a backlog (benchmarks)
-    sensor_map: str | None = None  # site sensor mapping for training, the workers and the offline scan
-    quiet: bool = False
+@app.command()
+def demo(
+    nodes: int = typer.Option(32, help="Simulated compute nodes."),
+    hours: float = typer.Option(2.0, help="Simulated hours of telemetry to replay."),
+    seed: int = typer.Option(7, help="Random seed of the simulated cluster."),
+    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", "-b",
+                                            help="Use this Kafka instead of the embedded broker."),
+    model: Optional[str] = typer.Option(None, "--model", help="Use this model directory instead of training "
+                                        "one on a separately seeded history."),
+    detector: str = typer.Option("ensemble", "--detector", help="What to train when no --model is given: "
+                                 "'ensemble' (seed 000's six lead-time networks + LSTM vote, trained on a separate "
+                                 "64-node × 24 h history of the same simulator; cached) or 'baseline' (per-sensor "
+                                 "thresholds)."),
+    speed: Optional[float] = typer.Option(None, "--speed", help="Replay at this multiple of real time "
+                                          "(default: as fast as possible). The summary does not depend on it."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes sharing the topics' partitions "
+                                "(the topics get at least this many partitions)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where trained demo models are cached, "
+                                             "keyed by their parameters and code (default: $HPCGUARD_CACHE_DIR or "
+                                             "~/.cache/hpcguard)."),
+    lateness: Optional[float] = o.LATENESS,
+    idle: Optional[float] = o.IDLE,
+    offline: bool = typer.Option(True, "--offline/--no-offline", help="Also compute the offline decisions on the "
+                                 "same files and report the differences (summary key 'offline')."),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where to write data, model and logs "
+                                           "(default: a new temporary directory)."),
+    influx: Optional[str] = typer.Option(None, "--influx", help="InfluxDB URL for the sink (optional)."),
+    influx_version: int = typer.Option(2, "--influx-version", help="1 (HTTP /write, database 'hpcguard') or 2 "
+                                       "(org/bucket/token from HPCGUARD_INFLUX__*)."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve the worker's /metrics."),
+    timeout: float = typer.Option(600, help="Give up waiting for the pipeline to drain after this many s."),
+    sensor_map: Optional[Path] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, sensors.toml "
+                                              "format) used to train the model, by the workers and by the offline "
+                                              "scan; default: worker.sensor_map, else the installed mapping."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Run the whole pipeline on a simulated cluster and print what it caught.
 
-
-def _say(cfg: DemoConfig, msg: str) -> None:
-    if not cfg.quiet:
-        from rich.console import Console
-
-        Console(stderr=True).print(f"[bold cyan]demo[/] {msg}")
-
-
-def train_baseline_model(data_dirs: list[str], out_dir: str, persistence: int = 2,
-                         sensor_map: str | None = None) -> dict[str, Any]:
-    """Learn baseline bounds from the healthy windows of recorded directories."""
-    from hpcguard.connectors.mapping import SensorMapping
-    from hpcguard.connectors.recorded import load_failures, load_sensor_grid
-    from hpcguard.models.baseline import BaselineDetector, healthy_windows
-
-    mapping = SensorMapping.load(sensor_map)
-    windows = []
-    for d in data_dirs:
-        grid = load_sensor_grid(d, grid_s=15.0, mapping=mapping)
-        failures = load_failures(d)
-        f_nodes, f_times = _failure_arrays(failures)
-        index = {n: i for i, n in enumerate(grid.nodes)}
-        steps = [(index[n], int((t - grid.t0) // grid.grid_s)) for n, t in zip(f_nodes, f_times) if n in index]
-        windows.append(healthy_windows(grid.values, steps))
-    all_windows = np.concatenate(windows) if windows else np.empty((0, 16, 10))
-    if len(all_windows) < 100:
-        raise ValueError(f"only {len(all_windows)} healthy windows in {data_dirs}: record more history")
-    det = BaselineDetector(persistence=persistence).learn_many(all_windows)
-    os.makedirs(out_dir, exist_ok=True)
-    state = {**det.to_state(), "version": f"baseline-{uuid.uuid5(uuid.NAMESPACE_URL, ','.join(data_dirs)).hex[:8]}",
-             "trained_on": data_dirs, "windows": int(len(all_windows))}
-    Path(out_dir, "baseline.json").write_text(json.dumps(state, indent=1))
-    return {"model": "baseline", "windows": int(len(all_windows)), "out": out_dir, "version": state["version"]}
-
-
-def _failure_arrays(failures: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(nodes, times) of :func:`~hpcguard.connectors.recorded.load_failures`' array."""
-    return failures["node"].astype(str), failures["time"].astype(float)
-
-
-# -- broker helpers -------------------------------------------------------------------
-def _first_timestamp(k: KafkaSettings, topics: list[str]) -> float | None:
-    """Broker time (s) of the earliest record on ``topics``."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    from hpcguard.connectors.kafka import kafka_python_config
-
-    c = KafkaConsumer(**kafka_python_config(k), enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(t, p) for t in topics for p in (c.partitions_for_topic(t) or ())]
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        first: list[int] = []
-        for recs in c.poll(timeout_ms=3000, max_records=100).values():
-            first += [r.timestamp for r in recs]
-        return min(first) / 1000.0 if first else None
-    finally:
-        c.close()
-
-
-def read_topic(k: KafkaSettings, topic: str, timeout_ms: int = 2000) -> list[tuple[dict, int]]:
-    """All records of ``topic`` as (value dict, broker timestamp ms)."""
-    from kafka import KafkaConsumer
-
-    from hpcguard.connectors.kafka import kafka_python_config
-
-    c = KafkaConsumer(topic, **kafka_python_config(k), auto_offset_reset="earliest", group_id=None,
-                      enable_auto_commit=False, consumer_timeout_ms=timeout_ms)
-    try:
-        return [(json.loads(m.value), m.timestamp) for m in c]
-    finally:
-        c.close()
-
-
-# -- models the demo trains, cached by what they were trained from ---------------------
-def demo_model(cfg: DemoConfig, workdir: Path) -> tuple[str, bool]:
-    """The demo's detector trained on a separate history of the same simulator: from the
-    cache when one with the same parameters and code exists, else trained and cached.
-
-    Returns (model directory, whether it came from the cache).
+    Starts the embedded broker (unless --bootstrap), simulates the cluster, trains the
+    failure ensemble on a separately seeded history (or takes it from the cache), starts
+    the worker(s), replays, waits for the pipeline to drain, computes the offline
+    decisions on the same files, shuts everything down and prints a summary. The same
+    seed gives the same failures and action ids at any --speed and --workers.
     """
-    train_nodes = cfg.nodes if cfg.detector == "baseline" else max(cfg.nodes, 64)
-    train_hours = cfg.train_hours or (max(6.0, cfg.hours * 3) if cfg.detector == "baseline" else 24.0)
-    key = f"{cfg.detector}-n{train_nodes}-h{train_hours:g}-s{cfg.seed + 1000}-{code_digest()}"
-    if cfg.sensor_map:  # a model trained through another mapping is another model
+    from hpcguard.simulators.demo_run import DemoConfig, run_demo
+
+    if detector not in ("ensemble", "baseline"):
+        fail(f"unknown detector {detector!r}: ensemble or baseline")
+    if speed is not None and speed <= 0:
+        fail("--speed must be positive")
+    if sensor_map is not None:
         from hpcguard.connectors.mapping import SensorMapping
 
-        key += f"-m{SensorMapping.load(cfg.sensor_map).digest[:8]}"
-    cached = cache_root(cfg.cache_dir) / "demo-models" / key
-    if (cached / "COMPLETE").exists():
-        _say(cfg, f"{cfg.detector} detector from the cache: {cached}")
-        return str(cached), True
-    train_dir = workdir / "history"
-    _say(cfg, f"training the {cfg.detector} detector on a separate history ({train_nodes} nodes × "
-              f"{train_hours} h, seed {cfg.seed + 1000}); cached as {cached}")
-    from hpcguard.simulators.telemetry import simulate_telemetry
-
-    simulate_telemetry(str(train_dir), nodes=train_nodes, hours=train_hours, seed=cfg.seed + 1000)
-    building = cached.with_name(f"{key}.{uuid.uuid4().hex[:8]}.tmp")
-    train_model(str(train_dir), str(building), seed=cfg.seed, detector=cfg.detector, sensor_map=cfg.sensor_map)
-    (building / "COMPLETE").write_text(json.dumps({"detector": cfg.detector, "nodes": train_nodes,
-                                                   "hours": train_hours, "seed": cfg.seed + 1000}))
-    try:
-        building.rename(cached)  # atomic: a concurrent demo sees a whole model or none
-    except OSError:
-        import shutil
-
-        shutil.rmtree(building, ignore_errors=True)  # another demo cached the same model first
-    return str(cached), False
-
-
-# -- the pipeline: broker, workers, replay, drain -----------------------------------------
-def start_workers(n: int, settings: Settings, model_dir: str, workdir: Path, env: dict[str, str],
-                  first_port: int | None = None) -> list[tuple]:
-    """``n`` worker processes in one consumer group; returns (process, metrics port) pairs."""
-    from hpcguard.connectors.broker import free_port
-
-    out = []
-    for i in range(n):
-        port = first_port if (i == 0 and first_port) else free_port()  # followed through its counters
-        argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", settings.kafka.bootstrap,
-                "--model", model_dir, "--app-id", settings.worker.app_id,
-                "--data-dir", f"{settings.worker.data_dir}-{i}", "--audit-log", settings.adapter.audit_log,
-                "--adapter", "dry-run", "--metrics-port", str(port)]
-        log = open(workdir / f"worker-{i}.log", "ab")
-        out.append((subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True),
-                    port))
-    return out
-
-
-def stop_workers(workers: list[tuple]) -> None:
-    for proc, _ in workers:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-    for proc, _ in workers:
         try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Path, workers: int = 1,
-                 speed: float | None = None, env: dict[str, str] | None = None, quiet: bool = False,
-                 timeout_s: float = 600.0, metrics_port: int | None = None,
-                 groups: list[list[str]] | None = None, settle: bool = False,
-                 preload: bool = False) -> dict[str, Any]:
-    """Replay ``data_dir`` through ``workers`` worker processes on ``settings.kafka`` and wait
-    until they drained it. Returns the worker counters, replayed count and elapsed seconds.
-
-    ``groups`` (paths inside ``data_dir``) are replayed one group after another, each in
-    time order — e.g. ``[["slurm"], ["ipmi"], ["ldms"]]`` publishes whole topics out of
-    order; by default the directory is replayed as one time-ordered stream.  ``settle``:
-    after draining, wait ``worker.idle_s`` for the sources that went quiet (failed nodes)
-    to go idle, so their last steps and IO windows close too.  ``preload``: replay everything
-    first and start the workers after, so they drain a backlog (what a bare consumer is timed on).
-    """
-    from hpcguard.connectors.kafka import ensure_topics
-    from hpcguard.connectors.replay import replay
-
-    k = settings.kafka
-    topics = TopicNames.from_settings(settings.topics)
-    ensure_topics(k, topics.all(), settings.topics.partitions, settings.topics.replication)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}),
-           "HPCGUARD_TOPICS__PARTITIONS": str(settings.topics.partitions),
-           # the demo's own ledger: deterministic action ids would otherwise meet earlier runs' rows
-           "HPCGUARD_ADAPTER__LEDGER": settings.adapter.ledger}
-    pace = "at maximum speed" if speed is None else f"at {speed:g}× real time"
-    published: Counter = Counter()
-
-    def replay_all() -> None:
-        for group in groups or [["."]]:
-            report = replay([str(data_dir / g) for g in group], k, settings.topics, speed=speed, progress=not quiet)
-            published.update(report["published"])
-
-    if preload:
-        replay_all()
-    procs = start_workers(workers, settings, model_dir, workdir, env, metrics_port)
+            SensorMapping.load(str(sensor_map))
+        except (OSError, ValueError) as exc:
+            fail(f"cannot load sensor map {sensor_map}: {exc}")
+    worker_env = {f"HPCGUARD_WORKER__{key}": str(value) for key, value in (("LATENESS_S", lateness), ("IDLE_S", idle))
+                  if value is not None}
+    cfg = DemoConfig(nodes=nodes, hours=hours, seed=seed, bootstrap=bootstrap, model=model, detector=detector,
+                     workdir=str(workdir) if workdir else None, influx=influx, influx_version=influx_version,
+                     metrics_port=metrics_port, timeout_s=timeout, speed=speed, workers=workers,
+                     cache_dir=str(cache_dir) if cache_dir else None, worker_env=worker_env, offline=offline,
+                     quiet=json_out, sensor_map=str(sensor_map.resolve()) if sensor_map else None)
     try:
-        if not quiet:
-            from rich.console import Console
-
-            Console(stderr=True).print(f"[bold cyan]pipeline[/] {workers} worker(s) started; "
-                                       + ("draining the replayed backlog" if preload else f"replaying {pace}"))
-        if not preload and not _wait_ready(procs, min(timeout_s, 120.0)) and not quiet:
-            from rich.console import Console
-
-            Console(stderr=True).print("[yellow]pipeline[/] workers not ready after 120 s; replaying anyway")
-        started = time.time()
-        if not preload:
-            replay_all()
-        replayed = int(sum(published.values()))
-        drained_at, counters = _wait_for_drain(procs, topics, dict(published), timeout_s)
-        if settle:
-            # the last steps and IO windows close by processing-time idleness once the replay stopped: wait until
-            # every worker reports no live source (then every window the data allows is out), bounded
-            idle_s = float(env.get("HPCGUARD_WORKER__IDLE_S") or settings.worker.idle_s)
-            counters = _wait_for_drain(procs, topics, dict(published), timeout_s, idle_within=2 * idle_s + 30.0)[1]
-        # throughput counts from the workers' first output, so their start-up is not charged to the pipeline
-        first_out = _first_timestamp(k, [topics.samples_io, topics.samples_os, topics.samples_ipmi])
-        elapsed = drained_at - max(started, first_out or started)
-        return {"counters": counters, "replayed": replayed, "elapsed": elapsed, "topics": topics}
-    finally:
-        stop_workers(procs)
-
-
-# -- the demo -----------------------------------------------------------------------
-def run_demo(cfg: DemoConfig) -> dict[str, Any]:
-    from hpcguard.connectors.broker import EmbeddedBroker
-    from hpcguard.connectors.kafka import wait_for_broker
-    from hpcguard.simulators.telemetry import simulate_telemetry
-
-    if cfg.workers < 1:
-        raise ValueError("--workers must be >= 1")
-    workdir = Path(cfg.workdir or tempfile.mkdtemp(prefix="hpcguard-demo-")).absolute()  # ledger paths are absolute
-    workdir.mkdir(parents=True, exist_ok=True)
-    broker = None
-    try:
-        if cfg.bootstrap:
-            bootstrap, broker_desc = cfg.bootstrap, f"external {cfg.bootstrap}"
-        else:
-            broker = EmbeddedBroker(log_path=str(workdir / "broker.log")).start()
-            bootstrap, broker_desc = broker.bootstrap, f"embedded tansu {broker.bootstrap}"
-        _say(cfg, f"broker: {broker_desc}")
-        settings = Settings.load().with_overrides(
-            kafka=dict(bootstrap=bootstrap),
-            topics=dict(partitions=max(Settings.load().topics.partitions, cfg.workers)),
-            worker=dict(app_id=f"hpcguard-demo-{uuid.uuid4().hex[:8]}", data_dir=str(workdir / "worker"),
-                        sensor_map=cfg.sensor_map or Settings.load().worker.sensor_map),
-            adapter=dict(kind="dry-run", audit_log=str(workdir / "actions-audit.jsonl"),
-                         ledger=str(workdir / "ledger.sqlite")))
-        k = settings.kafka
-        wait_for_broker(k)
-
-        data_dir = workdir / "telemetry"
-        _say(cfg, f"simulating {cfg.nodes} nodes × {cfg.hours} h (seed {cfg.seed}) → {data_dir}")
-        # --- PFS scenario (CanarIO): slowdown episodes + probes.csv; evaluation telemetry only ---
-        from hpcguard.simulators.demo_scenario import pfs_scenario
-        from hpcguard.simulators.telemetry import DEFAULT_START
-        pfs = pfs_scenario(str(data_dir), start=DEFAULT_START, hours=cfg.hours, seed=cfg.seed, nodes=cfg.nodes)
-        simulate_telemetry(str(data_dir), nodes=cfg.nodes, hours=cfg.hours, seed=cfg.seed,
-                           io_slowdown=pfs["io_slowdown"])
-        from hpcguard.simulators.demo_scenario import train_job_classifier, write_job_scripts
-        write_job_scripts(str(data_dir), seed=cfg.seed)  # batch scripts ride on the jobs' submit events
-        _say(cfg, f"training the PRIONN job classifier on a separate PFS history (seed {cfg.seed + 2000})")
-        clf = train_job_classifier(str(workdir / "job_classifier.pt"), seed=cfg.seed + 2000)
-        pfs["env"]["HPCGUARD_WORKER__JOB_CLASSIFIER"] = clf["path"]
-        # --- end PFS scenario ---
-
-        model_dir, from_cache = (cfg.model, False) if cfg.model else demo_model(cfg, workdir)
-        env = {**pfs["env"], **(cfg.worker_env or {})}  # PFS scenario: worker CanarIO settings
-        if cfg.sensor_map:
-            env["HPCGUARD_WORKER__SENSOR_MAP"] = cfg.sensor_map
-        # the site's inventory: the IO windows wait for every node, whichever worker normalizes its samples
-        env.setdefault("HPCGUARD_DOOR__NODES", ",".join(json.loads((data_dir / "meta.json").read_text())["nodes"]))
-        if cfg.influx:
-            env["HPCGUARD_INFLUX__URL"] = cfg.influx
-            env["HPCGUARD_INFLUX__VERSION"] = str(cfg.influx_version)
-        run = run_pipeline(settings, data_dir, model_dir, workdir, cfg.workers, cfg.speed, env, cfg.quiet,
-                           cfg.timeout_s, cfg.metrics_port, settle=True, preload=cfg.preload)
-        summary = build_summary(k, run["topics"], data_dir, broker_desc, cfg, run["counters"], run["replayed"],
-                                run["elapsed"])
-        summary["model_dir"], summary["model_from_cache"] = model_dir, from_cache
-        if cfg.offline:
-            from hpcguard.cli.online import compare, offline_decisions
-
-            _say(cfg, "computing the offline decisions on the same files (parity)")
-            offline = offline_decisions(str(data_dir), model_dir, settings)
-            diff = compare(offline, {"predictions": [p for p, _ in read_topic(k, run["topics"].predictions)],
-                                     "actions": [a for a, _ in read_topic(k, run["topics"].actions)]})
-            (workdir / "parity.json").write_text(json.dumps(diff, indent=1))  # the differences, listed
-            summary["offline"] = {"warned": _warned(offline["predictions"], data_dir),
-                                  "action_ids": sorted(a["action_id"] for a in offline["actions"]),
-                                  "differences": diff["counts"], "report": str(workdir / "parity.json")}
-        return summary
-    finally:
-        if broker is not None:
-            broker.stop()
-
-
-def _warned(predictions: list[dict], data_dir: Path) -> int:
-    """Injected failures warned by these predictions (the summary's ``warned``)."""
-    from hpcguard.connectors.recorded import load_failures
-    from hpcguard.models.warning_eval import score_warnings
-
-    warn = [(p["node"], p["sample_time"]) for p in predictions if p.get("warn")]
-    f_nodes, f_times = _failure_arrays(load_failures(str(data_dir)))
-    return int(score_warnings(np.array([w[0] for w in warn]), np.array([w[1] for w in warn], float),
-                              f_nodes, f_times)["warned"])
-
-
-def train_model(history_dir: str, model_dir: str, seed: int, detector: str = "baseline",
-                sensor_map: str | None = None) -> dict[str, Any]:
-    """Train the demo's detector on a separate history: the baseline, or the failure
-    ensemble through ``hpcguard train failure`` (the same command users run)."""
-    if detector == "baseline":
-        return train_baseline_model([history_dir], model_dir, sensor_map=sensor_map)
-    if detector != "ensemble":
-        raise ValueError(f"unknown detector {detector!r}: baseline or ensemble")
-    # seed 000's system: its feature set and setting (a site's default borrows 24 simulated histories)
-    argv = [sys.executable, "-m", "hpcguard", "train", "failure", "--data", history_dir, "--out", model_dir,
-            "--features", "paper", "--seed", str(seed), "--json"] + (["--sensor-map", sensor_map] if sensor_map else [])
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"training the failure ensemble failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout)
-
-
-def scrape_counters(port: int) -> dict[str, dict[str, float]]:
-    """``records_in``/``records_out`` and samples out (``samples``) per topic and the live sources per table
-    (``live``) from a worker's ``/metrics``."""
-    import requests
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    out: dict[str, dict[str, float]] = {"in": {}, "out": {}, "samples": {}, "live": {}}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name in ("hpcguard_records_in_total", "hpcguard_records_out_total"):
-                out["in" if "_in_" in sample.name else "out"][sample.labels["topic"]] = sample.value
-            elif sample.name == "hpcguard_samples_out_total":
-                out["samples"][sample.labels["topic"]] = sample.value
-            elif sample.name == "hpcguard_live_sources":
-                out["live"][sample.labels["table"]] = sample.value
-    return out
-
-
-def scrape_ready(port: int) -> bool:
-    """Whether every consumer of a worker joined its group and got partitions (``hpcguard_consumer_ready``)."""
-    import requests
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    ready = [s.value for f in text_string_to_metric_families(text) for s in f.samples
-             if s.name == "hpcguard_consumer_ready"]
-    return bool(ready) and all(v == 1.0 for v in ready)
-
-
-def _wait_ready(workers: list[tuple], timeout_s: float) -> bool:
-    """Wait until every worker's consumers read their partitions, so the replay's first records meet
-    running workers rather than a start-up backlog; ``False`` after ``timeout_s`` (the replay goes on)."""
-    import requests
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for proc, _ in workers:
-            if proc.poll() is not None:
-                raise RuntimeError(f"a worker exited with status {proc.returncode}; see its log in the workdir")
-        try:
-            if all(scrape_ready(port) for _, port in workers):
-                return True
-        except requests.RequestException:
-            pass  # a worker is still starting
-        time.sleep(0.5)
-    return False
-
-
-def drained(counters: dict[str, dict[str, float]], topics: TopicNames, published: dict[str, int]) -> bool:
-    """Every replayed record was consumed and every hop consumed what the previous one produced.
-
-    The worker's own counters are the ground truth here: a broker's reported end offsets
-    may lag its log (tansu's do), so offsets are not used to decide.
-    """
-    rin, rout = counters["in"], counters["out"]
-    raw_done = all(rin.get(t, 0) >= n for t, n in published.items() if t != topics.dlq)
-    hops = [(rin.get("samples", 0), rout.get(topics.samples_ipmi, 0) + rout.get(topics.samples_os, 0)),
-            *((rin.get(t, 0), rout.get(t, 0)) for t in (topics.samples_io, topics.jobs, topics.predictions,
-                                                        topics.actions))]
-    return raw_done and all(consumed >= produced for consumed, produced in hops)
-
-
-def _wait_for_drain(workers: list[tuple], topics: TopicNames, published: dict[str, int],
-                    timeout_s: float, idle_within: float | None = None) -> tuple[float, dict[str, dict[str, float]]]:
-    """Wait until the workers (summed counters) consumed everything and their outputs stopped changing.
-
-    ``idle_within``: also wait, at most that many seconds, until no worker reports a live source
-    (``hpcguard_live_sources``), i.e. every source went idle and the windows it held back closed."""
-    import requests
-
-    deadline = time.monotonic() + timeout_s
-    idle_by = None if idle_within is None else time.monotonic() + idle_within
-    last: dict[str, dict[str, float]] | None = None
-    last_change = time.time()
-    while time.monotonic() < deadline:
-        for proc, _ in workers:
-            if proc.poll() is not None:
-                raise RuntimeError(f"a worker exited with status {proc.returncode}; see its log in the workdir")
-        time.sleep(1.0)
-        counters: dict[str, dict[str, float]] = {"in": {}, "out": {}, "samples": {}, "live": {}}
-        try:
-            for _, port in workers:
-                for side, per_topic in scrape_counters(port).items():
-                    for t, v in per_topic.items():
-                        counters[side][t] = counters[side].get(t, 0.0) + v
-        except requests.RequestException:
-            continue  # a worker is still starting
-        if {k: counters[k] for k in ("in", "out")} != {k: (last or {}).get(k) for k in ("in", "out")}:
-            last, last_change = counters, time.time()
-            continue
-        live = sum(counters.get("live", {}).values())
-        if drained(counters, topics, published) and (idle_by is None or live == 0 or time.monotonic() > idle_by):
-            return last_change, counters
-    raise RuntimeError(f"the pipeline did not drain within {timeout_s:.0f} s")
-
-
-def build_summary(k: KafkaSettings, topics: TopicNames, data_dir: Path, broker_desc: str, cfg: DemoConfig,
-                  counters: dict[str, dict[str, float]], replayed: int, elapsed: float) -> dict[str, Any]:
-    from hpcguard.connectors.recorded import load_failures
-    from hpcguard.models.warning_eval import score_warnings
-
-    samples = {t: int(counters["samples"].get(t, 0)) for t in (topics.samples_ipmi, topics.samples_os,
-                                                                topics.samples_io)}
-    predictions = read_topic(k, topics.predictions)
-    actions = read_topic(k, topics.actions)
-    acks = read_topic(k, topics.acks)
-    dead = read_topic(k, topics.dlq)
-    io_windows = read_topic(k, topics.io_degradation)
-
-    warn = [(p["node"], p["sample_time"]) for p, _ in predictions if p.get("warn")]
-    f_nodes, f_times = _failure_arrays(load_failures(str(data_dir)))
-    scores = score_warnings(np.array([w[0] for w in warn]), np.array([w[1] for w in warn], float), f_nodes, f_times)
-    # trigger_time: wall time (s) the triggering raw record reached Kafka; ts: the action's broker time (ms)
-    latencies_ms = [ts - 1000.0 * a["trigger_time"] for a, ts in actions if a.get("trigger_time")]
-    model = predictions[0][0]["model"] if predictions else "none"
-    lead = scores["lead_minutes"]
-    return {
-        "broker": broker_desc,
-        "nodes": cfg.nodes,
-        "hours": cfg.hours,
-        "seed": cfg.seed,
-        "model": model,
-        # what normalize published: samples (each sample of a NodeSamples batch: the record count depends on how
-        # the inputs were batched, this does not), job events and job-progress markers
-        "published": {"samples.ipmi": samples[topics.samples_ipmi], "samples.os": samples[topics.samples_os],
-                      "samples.io": samples[topics.samples_io], "jobs": int(counters["out"].get(topics.jobs, 0))},
-        "replayed_records": replayed,
-        "dead_letters": {"total": len(dead), "by_kind": dict(Counter(d["error_kind"] for d, _ in dead))},
-        "predictions": {"total": len(predictions), "warn": len(warn)},
-        "io_windows": {"total": len(io_windows), "degraded": sum(1 for w, _ in io_windows if w.get("degraded"))},
-        "failures": {**{k2: v for k2, v in scores.items() if k2 != "lead_minutes"},
-                     "lead_minutes": lead,
-                     "lead_minutes_median": float(np.median(lead)) if lead else None},
-        "actions": dict(sorted(Counter(a["kind"] for a, _ in actions).items())),
-        "action_ids": sorted(a["action_id"] for a, _ in actions),
-        "action_ids_by_source": {src: sorted(a["action_id"] for a, _ in actions if a["source"] == src)
-                                 for src in sorted({a["source"] for a, _ in actions})},
-        "actions_on_job_at_sample_time": _job_check(data_dir, [a for a, _ in actions]),
-        "replay": {"speed": cfg.speed, "workers": cfg.workers},
-        "actions_by_source": dict(sorted(Counter(f"{a['source']}:{a['kind']}" for a, _ in actions).items())),
-        "acks": dict(sorted(Counter(a["status"] for a, _ in acks).items())),
-        "throughput_msgs_per_s": round(replayed / elapsed, 1) if elapsed > 0 else None,
-        # untimed: actions of windows closed by idleness (a quiet node let them go), with no triggering sample
-        "latency_ms": {**_percentiles(latencies_ms), "untimed": len(actions) - len(latencies_ms)},
-        "elapsed_s": round(elapsed, 1),
-    }
-
-
-def _job_check(data_dir: Path, actions: list[dict]) -> dict[str, int]:
-    """How many migrate/checkpoint actions name the job that ran on the warned node at the
-    warning's sample time (the temporal join), from the recorded sacct file."""
-    from hpcguard.cli.online import load_job_events
-    from hpcguard.models.jobs import JobTimeline
-
-    timeline = JobTimeline().extend(load_job_events(str(data_dir)))
-    checked = right = 0
-    for a in actions:
-        reason = a.get("reason") or {}
-        if a.get("kind") not in ("migrate", "checkpoint") or "sample_time" not in reason:
-            continue
-        checked += 1
-        job = timeline.job_at(reason["predicted_node"], float(reason["sample_time"]))
-        right += int(job is not None and job["job_id"] == a.get("job_id"))
-    return {"checked": checked, "right_job": right}
-
-
-def _percentiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p99": None, "n": 0}
-    arr = np.asarray(values)
-    return {"p50": round(float(np.percentile(arr, 50)), 1), "p99": round(float(np.percentile(arr, 99)), 1),
-            "n": int(arr.size)}
+        summary = run_demo(cfg)
+    except (RuntimeError, ConnectionError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    if json_out:
+        emit_json(summary)
+    else:
+        print_summary(summary)
+    sys.exit(0)
 
 
 def print_summary(summary: dict[str, Any]) -> None:
+    """The demo's summary as a table."""
     from rich.console import Console
     from rich.table import Table
 
@@ -558,3 +118,4 @@ def print_summary(summary: dict[str, Any]) -> None:
     table.add_row("latency sample→action", f"p50 {lat['p50']} ms, p99 {lat['p99']} ms (n {lat['n']}"
                   + (f"; {lat['untimed']} closed by idleness, untimed)" if lat.get("untimed") else ")"))
     console.print(table)
+

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 
 import typer
 
-from hpcguard.cli import config_app, emit_json, fail
+from hpcguard.cli.common import config_app, emit_json, fail
 
 
 def _toml_value(value: Any) -> str:

@@ -1,8 +1,7 @@
-"""CLI commands of the streaming pipeline: broker, worker, demo, train baseline."""
+"""CLI commands of the streaming pipeline: broker, worker, train baseline."""
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -10,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from hpcguard.cli import common as o
-from hpcguard.cli import app, emit_json, fail, train_app
+from hpcguard.cli.common import app, emit_json, fail, train_app
 
 
 @app.command()
@@ -87,7 +86,7 @@ def train_baseline(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Learn the baseline detector's per-sensor bounds from healthy windows."""
-    from hpcguard.cli.demo import train_baseline_model
+    from hpcguard.simulators.demo_run import train_baseline_model
 
     for d in data:
         if not d.is_dir():
@@ -97,78 +96,3 @@ def train_baseline(
         emit_json(summary)
     else:
         typer.echo(f"baseline learned on {summary['windows']} healthy windows → {out}/baseline.json")
-
-
-@app.command()
-def demo(
-    nodes: int = typer.Option(32, help="Simulated compute nodes."),
-    hours: float = typer.Option(2.0, help="Simulated hours of telemetry to replay."),
-    seed: int = typer.Option(7, help="Random seed of the simulated cluster."),
-    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", "-b",
-                                            help="Use this Kafka instead of the embedded broker."),
-    model: Optional[str] = typer.Option(None, "--model", help="Use this model directory instead of training "
-                                        "one on a separately seeded history."),
-    detector: str = typer.Option("ensemble", "--detector", help="What to train when no --model is given: "
-                                 "'ensemble' (seed 000's six lead-time networks + LSTM vote, trained on a separate "
-                                 "64-node × 24 h history of the same simulator; cached) or 'baseline' (per-sensor "
-                                 "thresholds)."),
-    speed: Optional[float] = typer.Option(None, "--speed", help="Replay at this multiple of real time "
-                                          "(default: as fast as possible). The summary does not depend on it."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes sharing the topics' partitions "
-                                "(the topics get at least this many partitions)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where trained demo models are cached, "
-                                             "keyed by their parameters and code (default: $HPCGUARD_CACHE_DIR or "
-                                             "~/.cache/hpcguard)."),
-    lateness: Optional[float] = o.LATENESS,
-    idle: Optional[float] = o.IDLE,
-    offline: bool = typer.Option(True, "--offline/--no-offline", help="Also compute the offline decisions on the "
-                                 "same files and report the differences (summary key 'offline')."),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where to write data, model and logs "
-                                           "(default: a new temporary directory)."),
-    influx: Optional[str] = typer.Option(None, "--influx", help="InfluxDB URL for the sink (optional)."),
-    influx_version: int = typer.Option(2, "--influx-version", help="1 (HTTP /write, database 'hpcguard') or 2 "
-                                       "(org/bucket/token from HPCGUARD_INFLUX__*)."),
-    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve the worker's /metrics."),
-    timeout: float = typer.Option(600, help="Give up waiting for the pipeline to drain after this many s."),
-    sensor_map: Optional[Path] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, sensors.toml "
-                                              "format) used to train the model, by the workers and by the offline "
-                                              "scan; default: worker.sensor_map, else the installed mapping."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-) -> None:
-    """Run the whole pipeline on a simulated cluster and print what it caught.
-
-    Starts the embedded broker (unless --bootstrap), simulates the cluster, trains the
-    failure ensemble on a separately seeded history (or takes it from the cache), starts
-    the worker(s), replays, waits for the pipeline to drain, computes the offline
-    decisions on the same files, shuts everything down and prints a summary. The same
-    seed gives the same failures and action ids at any --speed and --workers.
-    """
-    from hpcguard.cli.demo import DemoConfig, print_summary, run_demo
-
-    if detector not in ("ensemble", "baseline"):
-        fail(f"unknown detector {detector!r}: ensemble or baseline")
-    if speed is not None and speed <= 0:
-        fail("--speed must be positive")
-    if sensor_map is not None:
-        from hpcguard.connectors.mapping import SensorMapping
-
-        try:
-            SensorMapping.load(str(sensor_map))
-        except (OSError, ValueError) as exc:
-            fail(f"cannot load sensor map {sensor_map}: {exc}")
-    worker_env = {f"HPCGUARD_WORKER__{key}": str(value) for key, value in (("LATENESS_S", lateness), ("IDLE_S", idle))
-                  if value is not None}
-    cfg = DemoConfig(nodes=nodes, hours=hours, seed=seed, bootstrap=bootstrap, model=model, detector=detector,
-                     workdir=str(workdir) if workdir else None, influx=influx, influx_version=influx_version,
-                     metrics_port=metrics_port, timeout_s=timeout, speed=speed, workers=workers,
-                     cache_dir=str(cache_dir) if cache_dir else None, worker_env=worker_env, offline=offline,
-                     quiet=json_out, sensor_map=str(sensor_map.resolve()) if sensor_map else None)
-    try:
-        summary = run_demo(cfg)
-    except (RuntimeError, ConnectionError, FileNotFoundError, ValueError) as exc:
-        fail(str(exc))
-    if json_out:
-        emit_json(summary)
-    else:
-        print_summary(summary)
-    sys.exit(0)

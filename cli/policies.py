@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from hpcguard.cli import checkpoint_app, emit_json, failures_app, fail, fars_app
+from hpcguard.cli.common import checkpoint_app, emit_json, failures_app, fail, fars_app
 
 METHODS = ("young", "daly", "aware", "multilevel")
 

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.cli import app, emit_json, fail
+from hpcguard.cli.common import app, emit_json, fail
 
 
 @app.command("replay")
@@ -52,6 +52,8 @@ def replay_command(
 
     A .tar.xz of per-node `ipmitool sdr` logs with `Timestamp: ... UTC` lines (the FASRC layout) is streamed, never extracted; --dry-run reports per-sensor IPMI coverage by BMC family and sensor lines/s. A replay buffers the archive's polls compactly (about 4.2 bytes per sensor line; 250 MiB for the 1,724-node FASRC day) and publishes all nodes' polls in time order, so --speed paces the whole cluster.
 
+    --dry-run groups nodes by BMC family (sensors.toml [families] markers, in FreeIPMI or Telegraf spelling; else by their raw-name signature) and names the network interfaces that feed bytes_in/bytes_out, warning when one left out of [ldms] netdev_interfaces (of --config) is a node's busiest during jobs. Telegraf line-protocol files may hold many hosts and other measurements (passed over).
+
     sacct dumps are read with the sacct section of --config (delimiter, time zone, --noheader columns); LDMS files with as_is schema names (meminfo_8d2b8bd) go to their base schema's topic unless topics.ldms_schemas lists the digest name.
 
     LDMS rows go to ldms.<schema> as store_avro_kafka JSON rows, IPMI polls to <prefix>.raw.ipmi and Slurm job events to <prefix>.raw.slurm, merged in record-time order; unparsable records go to <prefix>.dlq. With sacct inputs, a job-progress marker goes to <prefix>.raw.slurm every 15 s of record time and at the end (every job event up to its time is out), so the workers' wait for the jobs at a sample's time ends as soon as they are known.
@@ -88,6 +90,7 @@ def replay_command(
         fail(str(exc))
     try:
         if dry_run:
+            from hpcguard.connectors.ldms import LdmsColumns
             from hpcguard.connectors.mapping import SensorMapping
             from hpcguard.connectors.replay import dry_run as run_dry
 
@@ -98,7 +101,9 @@ def replay_command(
             bar = None if json_out else _archive_progress()
             try:
                 report = run_dry([str(p) for p in paths], fmt, mapping=mapping, limit=limit, ipmi=ipmi, sacct=sacct,
-                                 progress=None if bar is None else bar[1])
+                                 progress=None if bar is None else bar[1],
+                                 columns=LdmsColumns.from_settings(settings),  # [ldms] of --config
+                                 grid_s=settings.worker.grid_s, poll_tolerance_s=settings.worker.poll_tolerance_s)
             finally:
                 if bar is not None:
                     bar[0].stop()

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from hpcguard.cli import emit_json, fail, simulate_app
+from hpcguard.cli.common import emit_json, fail, simulate_app
 from hpcguard.simulators.profiles import PROFILES, describe_profiles, profile_overrides
 
 _HELP = (

@@ -37,38 +37,10 @@ import os
 import string
 import subprocess
 import threading
-import time
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Mapping, Protocol
+from dataclasses import replace
+from typing import Any, Callable, Mapping
 
-
-@dataclass
-class ActionAck:
-    """What an adapter did with one action: the one ack type, and the ``actions.ack`` record.
-
-    ``status`` is one of ``connectors.validation.ACK_STATUSES``; :meth:`as_dict` is the
-    record's JSON fields (``v``: schema version), checked at the door as ``ActionAck``.
-    """
-
-    action_id: str
-    status: str
-    adapter: str
-    kind: str = ""
-    job_id: str | None = None
-    nodes: list[str] = field(default_factory=list)
-    detail: str = ""
-    output: str = ""
-    time: float = field(default_factory=time.time)
-    v: int = 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-class SchedulerAdapter(Protocol):
-    name: str
-
-    def apply(self, action: Mapping[str, Any]) -> ActionAck: ...
+from hpcguard.connectors.acks import ActionAck, SchedulerAdapter  # noqa: F401  (the interface, re-exported)
 
 
 class DryRunAdapter:

@@ -9,10 +9,45 @@ from __future__ import annotations
 import csv
 import json
 import os
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from hpcguard.simulators.pfs import EPISODE_FIELDS, JOB_FIELDS, PROBE_FIELDS, PfsTrace
+# the files' columns (the simulator writes them, these readers check them)
+JOB_FIELDS = ("job_id", "user", "name", "num_nodes", "nodes", "submit", "start", "end", "runtime_s",
+              "base_runtime_s", "app", "io_sensitive", "io_fraction", "total_read_bytes",
+              "total_write_bytes", "template_id", "deck_change")
+PROBE_FIELDS = ("probe_id", "probe_type", "node", "start", "end", "runtime_s")
+EPISODE_FIELDS = ("start", "end", "kind", "severity", "peak_slowdown")
+
+
+@dataclass
+class PfsTrace:
+    """Everything :func:`~hpcguard.simulators.pfs.simulate_pfs` produced and :func:`read_pfs` reads back
+    (arrays share the trace's 1 s grid)."""
+
+    start: float
+    end: float
+    slowdown: np.ndarray                 # (n_seconds,) PFS slowdown factor, >= 1
+    io_read: np.ndarray                  # (n_seconds,) system-aggregate read bytes/s
+    io_write: np.ndarray                 # (n_seconds,) system-aggregate write bytes/s
+    episodes: list[dict]
+    probes: dict[str, np.ndarray]        # columns PROBE_FIELDS
+    jobs: dict[str, np.ndarray]          # columns JOB_FIELDS
+    scripts: dict[str, str] = field(default_factory=dict)  # job_id -> batch script text
+    params: dict = field(default_factory=dict)
+
+    @property
+    def times(self) -> np.ndarray:
+        """Start time of each 1 s step."""
+        return self.start + np.arange(self.slowdown.size, dtype=float)
+
+    def slowdown_at(self, t: np.ndarray | float) -> np.ndarray:
+        """Slowdown factor at epoch time(s) ``t`` (1 outside the simulated span)."""
+        idx = np.floor(np.asarray(t, float) - self.start).astype(int)
+        inside = (idx >= 0) & (idx < self.slowdown.size)
+        return np.where(inside, self.slowdown[np.clip(idx, 0, self.slowdown.size - 1)], 1.0)
+
 
 _FLOAT = {"start", "end", "runtime_s", "submit", "base_runtime_s", "io_fraction", "total_read_bytes",
           "total_write_bytes", "peak_slowdown"}

@@ -37,6 +37,7 @@ from hpcguard.models.features import CANONICAL_SENSORS
 TOP_UNMAPPED = 20  # raw names listed in a report
 TOP_SIGNATURES = 40  # raw-name signature groups listed in a report
 NAMED_NODES = 8  # node names a warning spells out before it says "and N more"
+MERGED_POLLS = 0.01  # share of a source's polls merged into an occupied grid step above which coverage warns
 # what SensorMapping.family_of answers when no marker matches: the raw-name signature
 # then tells BMC models apart better than one catch-all group
 UNRECOGNISED_FAMILIES = ("other", "no-sensors")
@@ -77,6 +78,7 @@ class SensorCoverage:
         self._netdev: dict[str, dict[str, tuple[float, ...]]] = {}
         self._netdev_jobs: dict[str, int] = {}
         self._netdev_patterns: tuple[str, ...] = ()
+        self._polls: dict[str, dict[str, np.ndarray]] = {}  # source → node → [polls, moved, merged] on the grid
 
     # -- feeding ------------------------------------------------------------------------------------
     def set_group(self, node: str, group: str) -> None:
@@ -105,6 +107,12 @@ class SensorCoverage:
         for node, n in job_rows.items():
             self._netdev_jobs[node] = self._netdev_jobs.get(node, 0) + int(n)
         self._netdev_patterns = tuple(patterns)
+
+    def add_polls(self, node: str, source: str, polls: int, moved: int, merged: int) -> None:
+        """``polls`` polls of ``source`` on ``node`` placed on the grid (:func:`~hpcguard.models.grid.poll_steps`),
+        of which ``moved`` took the next step (theirs was taken) and ``merged`` shared a step with an earlier one."""
+        per_node = self._polls.setdefault(source, {})
+        per_node[node] = per_node.get(node, np.zeros(3, np.int64)) + np.array([polls, moved, merged], np.int64)
 
     def add_counts(self, node: str, present: Mapping[str, int] | np.ndarray, steps: int) -> None:
         """``steps`` node-steps of ``node``, of which ``present[sensor]`` had a value."""
@@ -152,6 +160,9 @@ class SensorCoverage:
             self._family_of = other._family_of
         if other._netdev:
             self.add_interface_traffic(other._netdev, other._netdev_jobs, other._netdev_patterns)
+        for source, per_node in other._polls.items():
+            for node, (n, moved, merged) in per_node.items():
+                self.add_polls(node, source, int(n), int(moved), int(merged))
 
     # -- reading ------------------------------------------------------------------------------------
     def signature_of(self, node: str) -> str:
@@ -223,7 +234,25 @@ class SensorCoverage:
                                                                key=lambda kv: -sum(kv[1].values()))[:TOP_UNMAPPED]]}
         if self._netdev:
             report["netdev"] = self.netdev_report()
+        if self._polls:
+            report["polls"] = self.polls_report()
         return report
+
+    def polls_report(self) -> dict:
+        """Per source: ``{polls, moved, merged, moved_share, merged_share, nodes_merging, most_merged}``:
+        how the grid placed the polls (jitter moved them to the next step, or two shared a step)."""
+        out = {}
+        for source, per_node in sorted(self._polls.items()):
+            counts = np.array(list(per_node.values()), np.int64).reshape(-1, 3)
+            n, moved, merged = counts.sum(axis=0).tolist()
+            worst = sorted(((c[2] / c[0], node) for node, c in per_node.items() if c[2]), reverse=True)
+            out[source] = {"polls": n, "moved": moved, "merged": merged,
+                           "moved_share": round(moved / n, 4) if n else 0.0,
+                           "merged_share": round(merged / n, 4) if n else 0.0,
+                           "nodes_merging": len(worst),
+                           "most_merged": [{"node": node, "merged_share": round(share, 4)}
+                                           for share, node in worst[:NAMED_NODES]]}
+        return out
 
     def _group_shares(self, nodes: list[str], steps: np.ndarray, present: np.ndarray, label) -> dict:
         """``{label: {nodes, example_nodes, shares, _first}}``, largest group first."""
@@ -246,12 +275,13 @@ class SensorCoverage:
     def warnings(self, threshold: float = 0.5) -> list[str]:
         """One line per canonical sensor whose share of node-steps is below ``threshold``,
         naming the nodes and groups that lack it; one per network interface left out of
-        ``netdev_interfaces`` that is a node's busiest."""
-        netdev = netdev_warnings(self.netdev_report(), NAMED_NODES) if self._netdev else []
+        ``netdev_interfaces`` that is a node's busiest; one per source whose polls merged on the grid
+        above 1 %."""
+        extra = (netdev_warnings(self.netdev_report(), NAMED_NODES) if self._netdev else []) + self._poll_warnings()
         nodes, steps, present = self._node_shares()
         total = int(steps.sum())
         if not total:
-            return (["no node-steps seen: coverage unknown"] if self.sensors else []) + netdev
+            return (["no node-steps seen: coverage unknown"] if self.sensors else []) + extra
         with np.errstate(invalid="ignore", divide="ignore"):
             node_share = present / steps[:, None]
         out = []
@@ -266,7 +296,17 @@ class SensorCoverage:
             groups = ", ".join(f"{g} ({k} nodes)" for g, k in by_group.most_common(6))
             out.append(f"{s}: {share:.0%} of node-steps have a value (below {threshold:.0%}); "
                        f"{len(low)} of {len(nodes)} nodes below: {named}; groups: {groups}")
-        return out + netdev
+        return out + extra
+
+    def _poll_warnings(self, threshold: float = MERGED_POLLS) -> list[str]:
+        out = []
+        for source, rep in self.polls_report().items():
+            if rep["polls"] and rep["merged_share"] > threshold:
+                named = ", ".join(f"{w['node']} ({w['merged_share']:.0%})" for w in rep["most_merged"])
+                out.append(f"{source}: {rep['merged_share']:.1%} of polls shared a grid step with an earlier poll "
+                           f"(merged: the later reading kept) on {rep['nodes_merging']} nodes: {named}; polls come "
+                           f"faster than the grid, or jitter more than worker.poll_tolerance_s")
+        return out
 
 
 def coverage_of_grid(nodes: Iterable[str], values: np.ndarray, sensors: Sequence[str] = CANONICAL_SENSORS

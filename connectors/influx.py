@@ -48,8 +48,8 @@ import time
 from typing import Any, Mapping, Protocol
 
 from hpcguard.connectors.lineprotocol import LineProtocolError, SampleDownsampler, to_line
+from hpcguard.connectors.metrics import SINK_POINTS
 from hpcguard.settings import InfluxSettings
-from hpcguard.streams.metrics import SINK_POINTS
 
 log = logging.getLogger(__name__)
 

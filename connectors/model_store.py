@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -54,9 +55,10 @@ def digest_dirs(dirs: Iterable[str | Path]) -> str:
 
 
 # the code a trained model depends on: the simulator that wrote its data and the model packages
-MODEL_CODE = ("simulators/telemetry.py", "simulators/profiles.py", "simulators/failures.py", "models/features.py",
+MODEL_CODE = ("simulators/telemetry.py", "simulators/writers.py", "simulators/profiles.py", "simulators/failures.py",
+              "models/features.py",
               "models/baseline.py", "models/failure/*.py", "connectors/recorded.py", "connectors/model_store.py",
-              "cli/failure.py")
+              "simulators/failure_training.py")
 
 
 def code_digest() -> str:
@@ -64,6 +66,16 @@ def code_digest() -> str:
     changes (a feature set that gains a statistic, a simulator fix)."""
     root = Path(__file__).resolve().parent.parent
     return digest_files(f for pattern in MODEL_CODE for f in root.glob(pattern))[:12]
+
+
+def cache_root(explicit: str | None = None) -> Path:
+    """``explicit`` (a ``--cache-dir``), else ``$HPCGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/hpcguard``
+    (~/.cache/hpcguard): where the demo's models and the simulated prior histories are kept."""
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("HPCGUARD_CACHE_DIR"):
+        return Path(os.environ["HPCGUARD_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hpcguard"
 
 
 def save_model(ensemble: Any, out_dir: str | Path, metadata: dict[str, Any] | None = None) -> Path:

@@ -3,7 +3,10 @@
 :func:`load_sensor_grid` aligns the ten canonical sensors of every node onto the
 15 s grid the streaming worker uses (``models.grid.NodeGrid``: steps at multiples of
 ``grid_s`` in epoch time): IPMI readings take the last value within a step, LDMS-derived
-values the mean within the step; a step without a value stays NaN.  Counter-derived
+values the mean within the step; a step without a value stays NaN.  IPMI polls take their
+step by the worker's rule (:func:`~hpcguard.models.grid.poll_steps`): a jittered poll whose
+step an earlier poll took moves to the next step when that starts within
+``worker.poll_tolerance_s``, else merges; the coverage counts both.  Counter-derived
 values (``procstat`` cpu_user, ``procnetdev`` bytes) follow the same reset/gap rules
 as the stream (:mod:`hpcguard.models.counters`).  The 1 s ``lustre_client`` file is not
 needed for the ten sensors and is not read.
@@ -37,15 +40,16 @@ from hpcguard.connectors.errors import ParseError, Rejected
 from hpcguard.connectors.hostlist import expand_hostlist
 from hpcguard.connectors.fasrc import (SdrLineCache, add_scan_names, is_archive, iter_archive_logs,
                                        scan_sdr_log)
+from hpcguard.connectors.file_formats import detect_format
 from hpcguard.connectors.ipmi import (IpmiInput, decode_ipmi_envelope, freeipmi_layout_of, freeipmi_row_parser,
                                       host_from_filename, is_freeipmi_header, read_ipmi_lines)
 from hpcguard.connectors.ldms import (LdmsColumns, base_schema, find_altheader, fold_interfaces, parse_layout,
                                       read_store_csv)
 from hpcguard.connectors.mapping import MetricSpec, SensorMapping
 from hpcguard.connectors.netdev import counter_columns, interface_traffic
-from hpcguard.connectors.replay import detect_format
 from hpcguard.models.counters import counter_deltas, counter_rates
 from hpcguard.models.features import CANONICAL_SENSORS
+from hpcguard.models.grid import place_readings
 from hpcguard.settings import Settings
 
 _SENSOR = {name: i for i, name in enumerate(CANONICAL_SENSORS)}
@@ -326,7 +330,7 @@ def _ipmi_parts(f: Path, fmt: str, mapping: SensorMapping, caches: dict, coverag
 
 def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: SensorMapping | None = None,
                      max_gap_factor: float = 5, ipmi: IpmiInput | None = None,
-                     settings: Settings | None = None) -> SensorGrid:
+                     settings: Settings | None = None, poll_tolerance_s: float | None = None) -> SensorGrid:
     """The ten canonical sensors of a recorded directory on a ``grid_s`` grid.
 
     Nodes: ``meta.json`` ``nodes`` when present (plus any other node seen), else
@@ -343,7 +347,10 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     are read as their base schema; rows or metrics a file cannot give are counted in
     ``skipped`` (``ldms_<kind>``), never fatal.  The grid's ``coverage`` says how much of
     each sensor the data delivered and from which names, groups nodes by BMC family, and
-    names the network interfaces that fed bytes_in/bytes_out (:mod:`~hpcguard.connectors.netdev`).
+    names the network interfaces that fed bytes_in/bytes_out (:mod:`~hpcguard.connectors.netdev`),
+    and counts the IPMI polls moved to the next step or merged (``polls``): a poll takes its step
+    by :func:`~hpcguard.models.grid.poll_steps` with ``poll_tolerance_s`` (default: the
+    settings' ``worker.poll_tolerance_s``, as the worker).
     """
     d = Path(data_dir)
     if not d.is_dir():
@@ -352,9 +359,10 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     mapping = mapping or SensorMapping.load(settings.worker.sensor_map or None)  # the worker's own mapping
     ipmi = ipmi or IpmiInput.from_settings(settings.ipmi)
     interfaces = LdmsColumns.from_settings(settings).netdev_interfaces
+    tolerance = settings.worker.poll_tolerance_s if poll_tolerance_s is None else poll_tolerance_s
     meta = load_meta(d)
-    # (node name array, times, sensor index, values, is_last_value)
-    parts: list[tuple[np.ndarray, np.ndarray, int | np.ndarray, np.ndarray, bool]] = []
+    # (node name array, times, sensor index, values, is_last_value[, step of each reading: placed IPMI polls])
+    parts: list[tuple] = []
     skipped: dict[str, int] = {}
     coverage = SensorCoverage(families=mapping.family_of)  # groups nodes by BMC family
     for f in sorted(Path(d, "ldms").glob("*")) if Path(d, "ldms").is_dir() else []:
@@ -403,10 +411,14 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     sums, counts = np.zeros(size), np.zeros(size)
     last = np.full(size, np.nan)
     node_index = {n: i for i, n in enumerate(nodes)}
-    for names, times, sensor, values, is_last in parts:
+    polls = [p for p in parts if p[4]]  # IPMI: one part, its polls placed as the worker places them
+    parts = [p for p in parts if not p[4]]
+    if polls:
+        parts.append(_placed_polls(polls, node_index, grid_s, tolerance, coverage))
+    for names, times, sensor, values, is_last, *placed in parts:
         uniq, inv = np.unique(names, return_inverse=True)
         node = np.array([node_index[str(u)] for u in uniq], dtype=np.int64)[inv]
-        step = np.floor(times / grid_s).astype(np.int64) - int(round(t0 / grid_s))
+        step = (placed[0] if placed else np.floor(times / grid_s).astype(np.int64)) - int(round(t0 / grid_s))
         ok = np.isfinite(values) & (step >= 0) & (step < n_steps)
         flat = ((node * n_steps + step) * n_sensors + sensor)[ok]
         v = values[ok]
@@ -425,3 +437,25 @@ def load_sensor_grid(data_dir: str | Path, grid_s: float = 15.0, mapping: Sensor
     coverage.add_grid(nodes, values)
     return SensorGrid(nodes=nodes, t0=float(t0), grid_s=float(grid_s), values=values, skipped=skipped,
                       coverage=coverage)
+
+
+def _placed_polls(parts: list[tuple], node_index: dict[str, int], grid_s: float, tolerance_s: float,
+                  coverage: SensorCoverage) -> tuple:
+    """The IPMI ``parts`` as one part with each reading's step (:func:`~hpcguard.models.grid.place_readings`).
+
+    A poll is a node's readings at one time (with a value; others are dropped, as the worker
+    drops them); each node's polls are placed in time order, as the worker's grid does when
+    their steps close.  ``coverage`` gets each node's polls, moved and merged."""
+    names = np.concatenate([np.asarray(p[0]).astype(str) for p in parts])
+    times = np.concatenate([p[1] for p in parts])
+    sensor = np.concatenate([np.broadcast_to(p[2], p[1].shape) for p in parts])
+    values = np.concatenate([p[3] for p in parts])
+    ok = np.isfinite(values)
+    names, times, sensor, values = names[ok], times[ok], sensor[ok], values[ok]
+    uniq, inv = np.unique(names, return_inverse=True)
+    node = np.array([node_index[str(u)] for u in uniq], dtype=np.int64)[inv]
+    step, counts = place_readings(node, times, grid_s, tolerance_s, len(node_index))
+    names_of = list(node_index)
+    for i in np.flatnonzero(counts[:, 0]):
+        coverage.add_polls(names_of[i], "ipmi", *counts[i].tolist())
+    return names, times, sensor, values, True, step

@@ -40,21 +40,26 @@ import numpy as np
 
 from hpcguard.connectors.coverage import SensorCoverage
 from hpcguard.connectors.errors import ParseError, Rejected
-from hpcguard.connectors.fasrc import (SdrLineCache, add_scan_coverage, buffer_archive_polls, is_archive,
-                                       iter_archive_logs, scan_sdr_log)
-from hpcguard.connectors.ipmi import IpmiInput, decode_ipmi_envelope, detect_ipmi_format, read_ipmi_file
-from hpcguard.connectors.ldms import LdmsColumns, LdmsDecoder, base_schema, find_altheader, parse_layout, read_store_csv
+from hpcguard.connectors.fasrc import (SdrLineCache, add_scan_coverage, buffer_archive_polls, iter_archive_logs,
+                                       scan_sdr_log)
+from hpcguard.connectors.file_formats import (  # noqa: F401  (detection re-exported: replay's API)
+    FILE_FORMATS,
+    IPMI_FORMATS,
+    detect_format,
+    is_sacct_header,
+    is_store_csv_header,
+)
+from hpcguard.connectors.ipmi import IpmiInput, decode_ipmi_envelope, read_ipmi_file
+from hpcguard.connectors.ldms import LdmsColumns, LdmsDecoder, base_schema, read_store_csv
 from hpcguard.connectors.mapping import SensorMapping
 from hpcguard.connectors.netdev import counter_columns, interface_traffic
-from hpcguard.connectors.sacct import (JOB_ID_COLUMNS, SacctDialect, decode_slurm_envelope, job_events,
+from hpcguard.connectors.sacct import (SacctDialect, decode_slurm_envelope, job_events,
                                        progress_envelope, read_sacct)
+from hpcguard.models.grid import POLL_TOLERANCE_S, place_readings
 from hpcguard.models.jobs import PROGRESS
 from hpcguard.settings import KafkaSettings, TopicSettings
 
-FILE_FORMATS = ("store_csv", "freeipmi", "ipmitool", "telegraf", "sacct", "probes", "sdr-archive")
-_IPMI_NAMES = {"freeipmi": "freeipmi-csv", "ipmitool": "ipmitool-sdr", "telegraf": "telegraf-lp"}
 GROUND_TRUTH = {"failures.csv", "anomalies.csv", "meta.json", "degradation.csv"}
-PROBE_HEADER = "probe_id,probe_type,node,start,end,runtime_s"  # simulators/pfs.py PROBE_FIELDS
 
 
 @dataclass
@@ -67,60 +72,6 @@ class RawMessage:
     time: float
     source: str
     kind: str = ""
-
-
-def is_sacct_header(line: str, delimiter: str = "|") -> bool:
-    """Whether ``line`` is a sacct header: ``JobID`` or ``JobIDRaw`` and ``State`` among its columns.
-
-    >>> is_sacct_header("Account|AdminComment|JobID|JobIDRaw|NodeList|State|Submit")
-    True
-    >>> is_sacct_header("JobID;State", delimiter=";"), is_sacct_header("JobID|JobName")
-    (True, False)
-    """
-    cols = {c.strip() for c in line.rstrip("\r\n").split(delimiter)}
-    return "State" in cols and not cols.isdisjoint(JOB_ID_COLUMNS)
-
-
-def is_store_csv_header(line: str) -> bool:
-    """Whether ``line`` is a ``store_csv`` header of any variant (``#Time``, ``#Time_msec``, quoted names).
-
-    >>> is_store_csv_header('"#Time_msec","Time_usec","ProducerName","component_id"')
-    True
-    """
-    if not line.startswith(("#", '"#')):
-        return False
-    try:
-        parse_layout(line)
-    except ParseError:
-        return False
-    return True
-
-
-def detect_format(path: Path, sacct: SacctDialect | None = None) -> str | None:
-    """One of :data:`FILE_FORMATS` from a file's first lines, or ``None``.
-
-    ``sacct``: the dialect whose delimiter a sacct header is split by (default ``|``).
-    """
-    if path.name.endswith(".HEADER") or ".HEADER." in path.name:
-        return None
-    if is_archive(path):
-        return "sdr-archive"
-    try:
-        with open(path, errors="replace") as fh:
-            head = [line for _, line in zip(range(20), fh)]
-    except OSError:
-        return None
-    if not head:
-        return None
-    first = head[0]
-    if is_store_csv_header(first) or (not first.startswith("#") and find_altheader(path) is not None):
-        return "store_csv"
-    if is_sacct_header(first, (sacct or SacctDialect()).delimiter):
-        return "sacct"
-    if first.strip() == PROBE_HEADER:
-        return "probes"
-    ipmi = detect_ipmi_format(head)
-    return {v: k for k, v in _IPMI_NAMES.items()}.get(ipmi) if ipmi else None
 
 
 def _files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, str]]:
@@ -193,7 +144,7 @@ def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings, ipmi: Ipm
                 yield RawMessage(topic, job, env, env["time"], env["source"], "slurm")
         else:
             topic = topics.name("raw.ipmi")
-            for env in read_ipmi_file(f, _IPMI_NAMES[fmt], source=src, options=ipmi):
+            for env in read_ipmi_file(f, IPMI_FORMATS[fmt], source=src, options=ipmi):
                 if isinstance(env, Rejected):
                     yield env
                 else:
@@ -484,7 +435,8 @@ def _add_netdev_coverage(f: Path, mapping: SensorMapping, interfaces: tuple[str,
 
 def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: SensorMapping | None = None,
             limit: int | None = None, progress=None, ipmi: IpmiInput | None = None,
-            sacct: SacctDialect | None = None, columns: LdmsColumns | None = None) -> dict:
+            sacct: SacctDialect | None = None, columns: LdmsColumns | None = None, grid_s: float = 15.0,
+            poll_tolerance_s: float = POLL_TOLERANCE_S) -> dict:
     """Parse and decode everything without a broker; counts of records, samples, errors and IPMI coverage.
 
     ``coverage`` covers the IPMI canonical sensors (one node-step per poll), grouped
@@ -494,6 +446,8 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
     files each (their ``records`` count every poll, answered or not; elsewhere a poll
     that printed nothing makes no record).  ``progress(n_files)`` is called after every
     archive member.  ``columns``: the ``[ldms]`` settings of LDMS rows (default: the environment's).
+    ``coverage.polls`` says how the worker's grid (``grid_s``, ``poll_tolerance_s``) would place
+    the IPMI polls: moved to the next step (jitter), or merged into a step an earlier poll took.
     """
     mapping = mapping or SensorMapping.load()
     ldms = LdmsDecoder(mapping, columns=columns)
@@ -509,6 +463,9 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
     archives = [(f, src) for f, src, f_fmt in planned if f_fmt == "sdr-archive"]
     ipmi = ipmi or IpmiInput()
     cache = SdrLineCache(mapping, ipmi.time_line)
+    node_ids: dict[str, int] = {}
+    poll_nodes: list[np.ndarray] = []  # node id and time of every poll with a value, for the grid's placement
+    poll_times: list[np.ndarray] = []
     for f, src in archives:
         for member, node, text in iter_archive_logs(f, limit):
             scan = scan_sdr_log(text, node, cache, f"{src}:{member}")
@@ -520,9 +477,14 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
                 if k != "used":
                     ipmi_stats[k] = ipmi_stats.get(k, 0) + n
             records["ipmi"] = records.get("ipmi", 0) + scan.times.size
-            produced = int(np.unique(scan.poll).size)
+            polled = np.unique(scan.poll)
+            produced = int(polled.size)
             if produced:
                 samples["ipmi"] = samples.get("ipmi", 0) + produced
+                hosts, inv = np.unique(np.asarray(scan.hosts)[polled], return_inverse=True)
+                poll_nodes.append(np.array([node_ids.setdefault(h, len(node_ids)) for h in hosts.tolist()],
+                                           np.int64)[inv])
+                poll_times.append(scan.times[polled])
             if progress is not None:
                 progress(1)
     rest = [f for f, _, f_fmt in planned if f_fmt != "sdr-archive"]
@@ -536,8 +498,12 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
             if kind.startswith("ldms:"):
                 produced = 0 if ldms.decode(kind[5:], item.value) is None else 1
             elif kind == "ipmi":
-                produced = len(decode_ipmi_envelope(item.value, mapping, ipmi_stats, coverage))
+                polls = decode_ipmi_envelope(item.value, mapping, ipmi_stats, coverage)
+                produced = len(polls)
                 sensor_lines += item.value["text"].count("\n")
+                if polls:
+                    poll_nodes.append(np.array([node_ids.setdefault(p["node"], len(node_ids)) for p in polls]))
+                    poll_times.append(np.array([p["time"] for p in polls], float))
             elif kind == "probes":
                 produced = 1  # already checked by the reader
             else:
@@ -551,6 +517,11 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
     for f, _, f_fmt in planned:
         if f_fmt == "store_csv":
             _add_netdev_coverage(f, mapping, ldms.columns.netdev_interfaces, ldms.max_gap_factor, coverage)
+    if poll_times:  # per node: polls the grid would move to the next step (jitter) or merge
+        _, counts = place_readings(np.concatenate(poll_nodes), np.concatenate(poll_times), grid_s,
+                                   poll_tolerance_s, len(node_ids))
+        for node, i in node_ids.items():
+            coverage.add_polls(node, "ipmi", *counts[i].tolist())
     elapsed = _time.monotonic() - started
     report = coverage.report()
     return {"records": records, "samples": samples, "errors": errors, "files": len(planned),

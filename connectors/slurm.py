@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from hpcguard.connectors.adapters import ActionAck
+from hpcguard.connectors.acks import ActionAck
 from hpcguard.connectors.hostlist import expand_hostlist
 from hpcguard.connectors.validation import ValidatedAction, ValidationError, validate_action, validate_signal
 

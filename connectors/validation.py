@@ -765,20 +765,44 @@ def require_samples(samples: list, what: str) -> list:
 
 
 class NodeInventory:
-    """Which node ids may enter worker state: bounded, so fake ids cannot grow it.
+    """Which node ids may enter worker state, on whose word: bounded, so fake ids cannot grow it,
+    and not first-come, first-served, so fake ids cannot crowd real nodes out.
 
-    With a hostlist only those nodes are admitted.  Without one, a node is admitted when
-    its name matches ``pattern`` (the adapter's node rule by default) and fewer than
-    ``max_nodes`` distinct nodes were admitted before; everything else is counted in
-    ``refused`` (the caller dead-letters it).
+    A node is admitted on one of three words, in this order of trust:
+
+    1. **configured** (``door.nodes``, a hostlist): then only those nodes are admitted, from
+       any topic, and nothing else is ever learned.
+    2. **named by Slurm**: a job record (``JobEvent.nodes`` on the jobs topic, from the Slurm
+       poller or a sacct envelope; :meth:`name`) names the node.  From then on it is admitted,
+       whatever the sample topics carried before; at most ``max_nodes`` nodes are held on this
+       word (a name beyond that is counted in ``unnamed`` and treated as a sample-only name).
+    3. **quarantined**: a name seen only on a sample (or prediction) topic.  It is admitted and
+       processed (a site without job records still gets predictions) while fewer than
+       ``max_nodes`` names are quarantined; a further sample-only name is refused (counted in
+       ``refused``; the caller dead-letters it ``unknown_node``, the reason says to configure
+       ``door.nodes``).  Nothing is evicted: an admitted name stays admitted.  A quarantined
+       name that Slurm names later leaves the quarantine and frees its place.
+
+    Every name must also match ``pattern`` (the adapter's node rule by default).  The rule reads
+    no clock: whether a sample is admitted depends only on which names were configured, which
+    names job records had named and how many sample-only names were held when the worker read
+    it.  So a configured or Slurm-named node is admitted whatever the order of topics and event
+    times, and below the quarantine bound every valid name is; only beyond it, a node's samples
+    read before the first job record naming it are refused (from that record on they are not).
+    The worker holds at most ``2 × max_nodes`` nodes without a hostlist.  ``admit(node,
+    learn=False)`` (``internal.cluster``) admits a valid name but adds nothing.
 
     Example
     -------
     >>> inv = NodeInventory(max_nodes=2)
     >>> [inv.admit(n) for n in ("n1", "n2", "n1", "n3", "n1;x")]
     [True, True, True, False, False]
-    >>> len(inv), inv.refused
-    (2, 2)
+    >>> len(inv), inv.refused, sorted(inv.quarantined)
+    (2, 2, ['n1', 'n2'])
+    >>> inv.name(["n3", "n1"]), inv.admit("n3"), sorted(inv.quarantined), sorted(inv.named)
+    (2, True, ['n2'], ['n1', 'n3'])
+    >>> inv.admit("n4"), inv.admit("n5")  # n1 left the quarantine: one place free
+    (True, False)
     >>> NodeInventory(hosts="n[1-2]").admit("n3")
     False
     """
@@ -786,19 +810,42 @@ class NodeInventory:
     def __init__(self, hosts: str | Iterable[str] = "", pattern: str = "", max_nodes: int = 4096):
         names = expand_hostlist(hosts) if isinstance(hosts, str) and hosts else list(hosts or ())
         self.fixed = bool(names)
-        self.known: set[str] = set(names)
+        self.configured: frozenset[str] = frozenset(names)
+        self.known: set[str] = set(names)  # every admitted node: configured, named or quarantined
+        self.named: set[str] = set()  # named by a Slurm job record (not configured)
+        self.quarantined: set[str] = set()  # seen only on sample topics
         self.pattern = re.compile(pattern) if pattern else _NODE
         self.max_nodes = max(int(max_nodes), len(self.known))
-        self.refused = 0
+        self.refused = 0  # admit() calls refused
+        self.unnamed = 0  # names job records gave beyond the bound of max_nodes named nodes
 
     @classmethod
     def from_settings(cls, door: Any) -> "NodeInventory":
         """From ``Settings().door`` (``nodes``, ``node_pattern``, ``max_nodes``)."""
         return cls(door.nodes, door.node_pattern, door.max_nodes)
 
+    def name(self, nodes: Iterable[Any]) -> int:
+        """Slurm named ``nodes`` (a job record's node list): admit them from now on, outside the quarantine
+        bound; returns how many were new.  A configured inventory learns nothing."""
+        if self.fixed:
+            return 0
+        added = 0
+        for node in nodes:
+            if node in self.named or not isinstance(node, str) or self.pattern.fullmatch(node) is None:
+                continue
+            if len(self.named) >= self.max_nodes:
+                self.unnamed += 1
+                continue
+            self.named.add(node)
+            self.quarantined.discard(node)
+            self.known.add(node)
+            added += 1
+        return added
+
     def admit(self, node: Any, learn: bool = True) -> bool:
         """True when ``node`` is (or may become) part of the inventory.
 
+        A node not admitted yet enters the quarantine while it has room (see the class).
         ``learn=False`` admits a node a configured inventory lists, or, without one, a name
         the node-name rule accepts, but adds nothing: what such a record says of the node
         must not claim a place in the bounded inventory (``internal.cluster``).
@@ -808,7 +855,8 @@ class NodeInventory:
         if not self.fixed and isinstance(node, str) and self.pattern.fullmatch(node) is not None:
             if not learn:
                 return True
-            if len(self.known) < self.max_nodes:
+            if len(self.quarantined) < self.max_nodes:
+                self.quarantined.add(node)
                 self.known.add(node)
                 return True
         self.refused += 1
@@ -820,7 +868,9 @@ class NodeInventory:
             return f"node {_show(node)} is not in the configured inventory"
         if not isinstance(node, str) or self.pattern.fullmatch(node) is None:
             return f"node {_show(node)} does not match the node-name rule {self.pattern.pattern!r}"
-        return f"node {_show(node)} would exceed the inventory bound of {self.max_nodes} nodes"
+        return (f"node {_show(node)} is named by no Slurm job record and the quarantine of names seen only on "
+                f"sample topics is full ({self.max_nodes} nodes): set door.nodes to the site's hostlist, or "
+                "publish the Slurm job records naming it")
 
     def __contains__(self, node: object) -> bool:
         return node in self.known

@@ -74,6 +74,9 @@ class WorkerSettings:
     window_minutes: float = 4.0  # feature window (seed 000: 4 min)
     io_window_s: float = 60.0  # CanarIO observation window (seed 004: 1 min)
     lateness_s: float = 30.0  # how long a grid step stays open for late samples
+    # a jittered poll that finds its step taken moves to the next step if that starts at most this much later
+    # (models.grid.poll_steps; below grid_s / 2); online and offline grids use the same value
+    poll_tolerance_s: float = 3.0
     system: str = "cluster"  # name of the system for system-wide topics
     model_dir: str = ""  # failure-ensemble model directory; empty → baseline detector
     io_initial_bank_h: float = 24.0  # CanarIO: hours of labelled windows before the detector predicts (seed 004)
@@ -165,7 +168,7 @@ class DoorSettings:
     max_list: int = 4096  # longest list (nodes, network probabilities)
     nodes: str = ""  # hostlist of the site's nodes (e.g. "n[0001-1024],gpu[01-16]"); empty → node_pattern + max_nodes
     node_pattern: str = ""  # regex node names must match; empty → the adapter's node-name rule
-    max_nodes: int = 4096  # most distinct node ids admitted when no hostlist is configured
+    max_nodes: int = 4096  # no hostlist: bound of sample-only (quarantined) names, and of Slurm-named nodes
 
 
 @dataclass

@@ -2,7 +2,10 @@
 
 IPMI readings take the last value within a step; operating-system metrics (LDMS
 samplers at their own rates) take the mean within the step.  A sensor with no sample
-in a step stays NaN — missing values are marked, never invented.
+in a step stays NaN — missing values are marked, never invented.  IPMI polls jitter:
+:func:`poll_steps` moves a poll whose step an earlier poll took to the next step (within a
+tolerance) instead of merging the two; the grid places a step's polls when it closes, the
+offline loader (``connectors.recorded``) by the same function.
 
 Event time, not arrival order, decides what a step holds:
 
@@ -50,7 +53,7 @@ sample at 3.0 is behind the node's watermark (steps before 30.0 are closed)
 [30.0]
 >>> delta = g.take_delta()
 >>> {k: v and sorted(v) for k, v in delta["steps"].items()}     # step 0 left the kept history
-{'0': None, '2': ['closed'], '3': ['open']}
+{'0': None, '2': ['closed'], '3': ['open', 'polls']}
 >>> bool(np.array_equal(copy.apply_delta(delta).window(30.0), g.window(30.0), equal_nan=True))
 True
 """
@@ -62,6 +65,113 @@ from typing import Collection, Mapping
 import numpy as np
 
 from hpcguard.models.features import CANONICAL_SENSORS
+
+#: how far before a step's start a jittered poll may still take it (``worker.poll_tolerance_s``): a poll early by up
+#: to the spread of its poller's jitter (±1.5 s, or Telegraf's ``collection_jitter`` up to 3 s) keeps a step of its
+#: own; a second poll in mid-step (a faster poller, a retry) still merges instead of moving
+POLL_TOLERANCE_S = 3.0
+_NO_STEP = np.iinfo(np.int64).min // 4  # "no earlier poll": below any step, and +1 does not overflow
+
+
+def poll_steps(times: np.ndarray, grid_s: float, tolerance_s: float, new_series: np.ndarray | None = None,
+               last: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The grid step each poll takes: its own step, or the next one when its own is taken.
+
+    Polls (IPMI readings of one node and source, each poll at one time) come once a step,
+    but with jitter: two can fall into one step and leave the next empty.  Taken in time
+    order, a poll takes the step its time falls in (``floor(t / grid_s)``) unless the
+    previous poll already took that step (or a later one); then it *moves* to the step after
+    the previous poll's when that step starts at most ``tolerance_s`` after the poll, else it
+    *merges* into the previous poll's step (the later reading wins, as for last-value steps).
+    A poll never moves back and never more than ``tolerance_s`` forward, so its step depends
+    only on its own time and the polls before it: the streaming grid decides it when the
+    step closes, the offline loader for the whole recording, with the same result.
+
+    Parameters
+    ----------
+    times
+        Poll times (seconds), ascending within each series, one entry per poll.
+    grid_s, tolerance_s
+        Step length, and how far before a step's start a poll may still take it
+        (``0 <= tolerance_s < grid_s / 2``: a poll stays nearer its step than the one after).
+    new_series
+        ``True`` where a new series (node, source) starts; default: one series.
+    last
+        The step the first series' previous poll took (polls decided earlier), if any.
+
+    Returns
+    -------
+    steps, moved, merged
+        Step per poll; whether it moved to a later step than its own; whether it shares
+        its step with the poll before it.
+
+    Example
+    -------
+    >>> steps, moved, merged = poll_steps(np.array([0.5, 14.2, 29.8, 46.0, 52.0]), 15.0, 3.0)
+    >>> steps.tolist(), moved.tolist(), merged.tolist()   # 14.2 and 29.8 came early; 52.0 is a second poll
+    ([0, 1, 2, 3, 3], [False, True, True, False, False], [False, False, False, False, True])
+    >>> poll_steps(np.array([44.5]), 15.0, 3.0, last=2)[0].tolist()   # step 2 was taken by an earlier call
+    [3]
+    """
+    if not 0.0 <= tolerance_s < grid_s / 2:
+        raise ValueError(f"poll tolerance {tolerance_s} s must be in [0, grid_s / 2) = [0, {grid_s / 2})")
+    t = np.asarray(times, float)
+    own = np.floor(t / grid_s).astype(np.int64)
+    latest = np.floor((t + tolerance_s) / grid_s).astype(np.int64)  # the last step a poll may take
+    starts = np.zeros(t.size, bool) if new_series is None else np.asarray(new_series, bool).copy()
+    if t.size:
+        starts[0] = True
+    before = np.full(t.size, _NO_STEP, np.int64)  # the step each series' poll before the first one took
+    if last is not None and t.size:
+        before[0] = int(last)
+    steps = own.copy()  # most polls keep their own step: only collisions and what follows them change
+
+    def previous(i: np.ndarray) -> np.ndarray:
+        return np.where(starts[i], before[i], steps[np.maximum(i - 1, 0)])
+
+    # rounds of a sequential rule: a poll's step changes only when the one before it changed (or collided);
+    # the steps only grow, so the rounds stop at the rule's result, after as many rounds as the longest chain
+    todo = np.flatnonzero(own <= previous(np.arange(t.size)))
+    while todo.size:
+        prev = previous(todo)
+        new = np.maximum(own[todo], np.minimum(prev + 1, np.maximum(latest[todo], prev)))
+        changed = todo[new != steps[todo]]
+        steps[todo] = new
+        todo = changed + 1
+        todo = todo[todo < t.size]
+        todo = todo[~starts[todo]]
+    prev = previous(np.arange(t.size))
+    return steps, steps != own, steps == prev
+
+
+def place_readings(series: np.ndarray, times: np.ndarray, grid_s: float, tolerance_s: float,
+                   n_series: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`poll_steps` for readings in any order: a poll is a series' readings at one time.
+
+    ``series`` are ids ``0..n_series-1`` (a node's polls of one source).  Returns the step of
+    every reading and, per series, ``[polls, moved, merged]``: what the offline loader (and
+    the dry run) place as the streaming grid does, each series' polls in time order.
+
+    >>> steps, counts = place_readings(np.array([0, 1, 0, 0, 0]), np.array([14.2, 3.0, 0.5, 14.2, 29.8]), 15.0, 3.0)
+    >>> steps.tolist(), counts.tolist()     # node 0's poll at 14.2 (two readings) and at 29.8 came early
+    ([1, 0, 0, 1, 2], [[3, 2, 0], [1, 0, 0]])
+    """
+    series = np.asarray(series, np.int64)
+    times = np.asarray(times, float)
+    n_series = int(series.max()) + 1 if n_series is None and series.size else int(n_series or 0)
+    order = np.lexsort((times, series))
+    s_sorted, t_sorted = series[order], times[order]
+    new_poll = np.ones(order.size, bool)
+    new_poll[1:] = (s_sorted[1:] != s_sorted[:-1]) | (t_sorted[1:] != t_sorted[:-1])
+    poll_series = s_sorted[new_poll]
+    new_series = np.ones(poll_series.size, bool)
+    new_series[1:] = poll_series[1:] != poll_series[:-1]
+    steps, moved, merged = poll_steps(t_sorted[new_poll], grid_s, tolerance_s, new_series)
+    out = np.empty(order.size, np.int64)
+    out[order] = steps[np.cumsum(new_poll) - 1]
+    counts = np.stack([np.bincount(poll_series, minlength=n_series), np.bincount(poll_series, moved, n_series),
+                       np.bincount(poll_series, merged, n_series)], axis=1).astype(np.int64)
+    return out, counts
 
 
 class LateSample(ValueError):
@@ -88,12 +198,18 @@ class NodeGrid:
     sources
         Sources expected from the start (e.g. ``ipmi``, ``ldms:meminfo``); others join
         when their first record arrives.
+    poll_tolerance_s
+        Last-value samples are polls: :func:`poll_steps` places them, with this tolerance,
+        when their step closes (``poll_counts`` counts them per source: polls, moved, merged).
     """
 
     def __init__(self, grid_s: float = 15.0, window_steps: int = 16, lateness_s: float = 30.0,
                  sensors: tuple[str, ...] = CANONICAL_SENSORS, idle_s: float = 60.0, keep_steps: int = 0,
-                 sources: tuple[str, ...] = ()):
+                 sources: tuple[str, ...] = (), poll_tolerance_s: float = POLL_TOLERANCE_S):
+        if not 0.0 <= poll_tolerance_s < grid_s / 2:
+            raise ValueError(f"poll tolerance {poll_tolerance_s} s must be in [0, grid_s / 2) = [0, {grid_s / 2})")
         self.grid_s = float(grid_s)
+        self.poll_tolerance_s = float(poll_tolerance_s)
         self.window_steps = int(window_steps)
         self.keep_steps = max(int(keep_steps), self.window_steps)
         self.lateness_s = float(lateness_s)
@@ -104,6 +220,11 @@ class NodeGrid:
         # open steps: step index -> [sum[n], count[n], last[n]]
         self._open: dict[int, np.ndarray] = {}
         self._closed: dict[int, np.ndarray] = {}  # step index -> row (NaN = missing)
+        # polls (last-value samples) wait in their own open step until it closes: only then are all the polls
+        # before them known, which decide their step (poll_steps); own step -> [(source, time, row)]
+        self._polls: dict[int, list[tuple[str, float, np.ndarray]]] = {}
+        self._poll_last: dict[str, int] = {}  # source -> step its newest placed poll took
+        self.poll_counts: dict[str, list[int]] = {}  # source -> [polls placed, moved, merged]
         self._closed_until = -math.inf  # steps starting before this are closed
         self._clock: dict[str, float] = {s: -math.inf for s in sources}  # source -> newest event time
         self._seen: dict[str, float] = {}  # source -> processing time of its last record
@@ -134,7 +255,9 @@ class NodeGrid:
         if idx:
             vals = np.array([float(values[self.sensors[i]]) for i in idx])
             if last_value:
-                acc[2, idx] = vals
+                row = np.full(self._n, np.nan)
+                row[idx] = vals
+                self._polls.setdefault(step, []).append((source, float(time), row))
             else:
                 acc[0, idx] += vals
                 acc[1, idx] += 1.0
@@ -164,14 +287,12 @@ class NodeGrid:
         mark = self.watermark(now, hold)
         if not self._open or not math.isfinite(mark):
             return []
-        # the open steps that end by the watermark; walk the steps the watermark passed when that is
-        # shorter than scanning every open step (hundreds stay open while one source is far behind)
         end = math.floor(mark / self.grid_s)  # steps before this one end by the mark
         first = math.floor(self._closed_until / self.grid_s) if math.isfinite(self._closed_until) else None
-        if first is not None and 0 <= end - first <= len(self._open):
-            due = [s for s in range(first, end) if s in self._open]
-        else:
-            due = sorted(s for s in self._open if s < end)
+        if first is not None and end <= first:
+            return []
+        self._place_polls(_before(self._polls, first, end))
+        due = _before(self._open, first, end)
         for s in due:
             sums, counts, last = self._open.pop(s)
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -188,6 +309,39 @@ class NodeGrid:
                 del self._closed[s]
                 self._changed.add(s)
         return [s * self.grid_s for s in due]
+
+    def _place_polls(self, steps: list[int]) -> None:
+        """Put the polls waiting in ``steps`` (closing now) into the steps :func:`poll_steps` gives them.
+
+        Every poll before them is placed already (a later one for a closed step is late), so the rule
+        sees what the offline loader sees, whatever the arrival order and batching."""
+        polls: dict[str, list[tuple[float, np.ndarray]]] = {}
+        for s in steps:
+            for source, t, row in self._polls.pop(s):
+                polls.setdefault(source, []).append((t, row))
+        for source, items in polls.items():
+            counts = self.poll_counts.setdefault(source, [0, 0, 0])
+            last = self._poll_last.get(source)
+            own = math.floor(items[0][0] / self.grid_s)
+            if len(items) == 1 and (last is None or own > last):  # the usual case: no collision, its own step
+                step_of, counts[0] = {items[0][0]: own}, counts[0] + 1
+            else:
+                items.sort(key=lambda p: p[0])  # time order (stable: one poll's samples keep their arrival order)
+                times = np.unique([t for t, _ in items])  # one poll per time
+                placed, moved, merged = poll_steps(times, self.grid_s, self.poll_tolerance_s, last=last)
+                counts[0] += int(times.size)
+                counts[1] += int(moved.sum())
+                counts[2] += int(merged.sum())
+                step_of = dict(zip(times.tolist(), placed.tolist()))
+            self._poll_last[source] = max(step_of.values())
+            for t, row in items:  # the later reading wins within a step, as offline
+                s = step_of[t]
+                acc = self._open.get(s)
+                if acc is None:  # moved into a step no sample opened yet
+                    acc = self._open[s] = np.array([np.zeros(self._n), np.zeros(self._n), np.full(self._n, np.nan)])
+                ok = ~np.isnan(row)
+                acc[2, ok] = row[ok]
+                self._changed.add(s)
 
     # -- windows --------------------------------------------------------------------
     def window(self, step_time: float, steps: int = 0) -> np.ndarray:
@@ -215,6 +369,7 @@ class NodeGrid:
     # -- state ----------------------------------------------------------------------
     def _header(self) -> dict:
         return {"sources": {k: v for k, v in self._clock.items() if math.isfinite(v)},
+                "poll_last": dict(self._poll_last), "poll_counts": {k: list(v) for k, v in self.poll_counts.items()},
                 "late_samples": self.late_samples,
                 "closed_until": self._closed_until if math.isfinite(self._closed_until) else None,
                 "steps_closed": self.steps_closed, "present": self.present.tolist()}
@@ -222,6 +377,8 @@ class NodeGrid:
     def _load_header(self, state: Mapping) -> None:
         self._clock.update({k: float(v) for k, v in state.get("sources", {}).items()})
         self.late_samples = int(state.get("late_samples", 0))
+        self._poll_last.update({k: int(v) for k, v in state.get("poll_last", {}).items()})
+        self.poll_counts.update({k: [int(x) for x in v] for k, v in state.get("poll_counts", {}).items()})
         cu = state.get("closed_until")
         self._closed_until = -math.inf if cu is None else float(cu)
         self.steps_closed = int(state.get("steps_closed", 0))
@@ -230,10 +387,12 @@ class NodeGrid:
     def to_state(self) -> dict:
         """Plain-dict state (JSON-safe); processing-time idleness restarts on load."""
         return {"open": {str(k): v.tolist() for k, v in self._open.items()},
+                "polls": {str(k): _polls_state(v) for k, v in self._polls.items()},
                 "closed": {str(k): v.tolist() for k, v in self._closed.items()}, **self._header()}
 
     def load_state(self, state: Mapping) -> "NodeGrid":
         self._open = {int(k): np.array(v, dtype=float) for k, v in state.get("open", {}).items()}
+        self._polls = {int(k): _polls_of(v, self._n) for k, v in state.get("polls", {}).items()}
         self._closed = {int(k): np.array(v, dtype=float) for k, v in state.get("closed", {}).items()}
         self._load_header(state)
         self._seen = {}
@@ -242,12 +401,15 @@ class NodeGrid:
 
     def take_delta(self) -> dict:
         """What changed since the last call (JSON-safe): the clocks and counters, and per changed
-        step its ``open`` accumulators, its ``closed`` row, or ``None`` once it left the grid."""
+        step its ``open`` accumulators (and the ``polls`` waiting in it), its ``closed`` row, or
+        ``None`` once it left the grid."""
         steps: dict[str, dict | None] = {}
         for s in sorted(self._changed):
             acc, row = self._open.get(s), self._closed.get(s)
             steps[str(s)] = {"open": acc.tolist()} if acc is not None else {"closed": row.tolist()} \
                 if row is not None else None
+            if s in self._polls:
+                steps[str(s)]["polls"] = _polls_state(self._polls[s])
         self._changed = set()
         return {**self._header(), "steps": steps}
 
@@ -257,9 +419,38 @@ class NodeGrid:
             s = int(key)
             self._open.pop(s, None)
             self._closed.pop(s, None)
+            self._polls.pop(s, None)
             if value is not None and "open" in value:
                 self._open[s] = np.array(value["open"], dtype=float)
+                if value.get("polls"):
+                    self._polls[s] = _polls_of(value["polls"], self._n)
             elif value is not None:
                 self._closed[s] = np.array(value["closed"], dtype=float)
         self._load_header(delta)
         return self
+
+
+def _before(steps: Mapping[int, object], first: int | None, end: int) -> list[int]:
+    """The keys of ``steps`` before ``end``, in order; walks the steps from ``first`` (the first step not
+    closed) when that is shorter than scanning every key (hundreds stay open while one source is far behind)."""
+    if first is not None and 0 <= end - first <= len(steps):
+        return [s for s in range(first, end) if s in steps]
+    return sorted(s for s in steps if s < end)
+
+
+def _polls_state(polls: list[tuple[str, float, np.ndarray]]) -> list:
+    """``[[source, time, sensor indices, values], ...]``: the sensors a poll has (strict JSON, no NaN)."""
+    out = []
+    for source, t, row in polls:
+        idx = np.flatnonzero(~np.isnan(row))
+        out.append([source, t, idx.tolist(), row[idx].tolist()])
+    return out
+
+
+def _polls_of(state: list, n: int) -> list[tuple[str, float, np.ndarray]]:
+    out = []
+    for source, t, idx, vals in state:
+        row = np.full(n, np.nan)
+        row[idx] = vals
+        out.append((str(source), float(t), row))
+    return out

@@ -27,46 +27,19 @@ from __future__ import annotations
 import csv
 import json
 import os
-from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
 
+from hpcguard.connectors.canario_io import (  # noqa: F401  (the files' columns and the trace, re-exported)
+    EPISODE_FIELDS,
+    JOB_FIELDS,
+    PROBE_FIELDS,
+    PfsTrace,
+)
 from hpcguard.models.canario.probes import PROBE_TYPES
 
 PROBE_IO_FRACTION = 0.9  # MACSio probes are IO proxies: nearly all their time is IO
-JOB_FIELDS = ("job_id", "user", "name", "num_nodes", "nodes", "submit", "start", "end", "runtime_s",
-              "base_runtime_s", "app", "io_sensitive", "io_fraction", "total_read_bytes",
-              "total_write_bytes", "template_id", "deck_change")
-PROBE_FIELDS = ("probe_id", "probe_type", "node", "start", "end", "runtime_s")
-EPISODE_FIELDS = ("start", "end", "kind", "severity", "peak_slowdown")
-
-
-@dataclass
-class PfsTrace:
-    """Everything :func:`simulate_pfs` produced (arrays share the trace's 1 s grid)."""
-
-    start: float
-    end: float
-    slowdown: np.ndarray                 # (n_seconds,) PFS slowdown factor, >= 1
-    io_read: np.ndarray                  # (n_seconds,) system-aggregate read bytes/s
-    io_write: np.ndarray                 # (n_seconds,) system-aggregate write bytes/s
-    episodes: list[dict]
-    probes: dict[str, np.ndarray]        # columns PROBE_FIELDS
-    jobs: dict[str, np.ndarray]          # columns JOB_FIELDS
-    scripts: dict[str, str] = field(default_factory=dict)  # job_id -> batch script text
-    params: dict = field(default_factory=dict)
-
-    @property
-    def times(self) -> np.ndarray:
-        """Start time of each 1 s step."""
-        return self.start + np.arange(self.slowdown.size, dtype=float)
-
-    def slowdown_at(self, t: np.ndarray | float) -> np.ndarray:
-        """Slowdown factor at epoch time(s) ``t`` (1 outside the simulated span)."""
-        idx = np.floor(np.asarray(t, float) - self.start).astype(int)
-        inside = (idx >= 0) & (idx < self.slowdown.size)
-        return np.where(inside, self.slowdown[np.clip(idx, 0, self.slowdown.size - 1)], 1.0)
 
 
 # --------------------------------------------------------------------------- episodes

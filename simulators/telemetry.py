@@ -119,39 +119,17 @@ from hpcguard.simulators.profiles import (
     SiteParams,
     profile_overrides,
 )
+from hpcguard.simulators.writers import (  # noqa: F401  (the files' schemas and sensors, re-exported)
+    IPMI_DISCRETE,
+    IPMI_SENSORS,
+    LDMS_SCHEMAS,
+    write_recording,
+)
 
 DEFAULT_START = 1679682800.0
 MAX_NODE_SECONDS = 5e7  # ≈ 8 GB of 1 s arrays (64 nodes × 9 days)
 ANOMALY_KINDS: tuple[str, ...] = ("fan", "voltage", "psu", "stall")
 
-# LDMS schemas: name -> (period_s, metric columns)
-LDMS_SCHEMAS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "lustre_client": (1, ("read_bytes", "write_bytes")),
-    "procstat": (15, ("cpu_user", "cpu_nice", "cpu_sys", "cpu_idle", "cpu_iowait")),
-    "loadavg": (15, ("load1min", "load5min", "load15min")),
-    "meminfo": (15, ("MemTotal", "MemFree", "MemAvailable")),
-    "diskusage": (15, ("used_kb", "size_kb")),
-    "procnetdev": (15, ("rx_bytes#eth0", "tx_bytes#eth0")),
-}
-
-# BMC sensors: (record id, name, type, units); the discrete one reads N/A with an event.
-IPMI_SENSORS: tuple[tuple[int, str, str, str], ...] = (
-    (1, "Inlet Temp", "Temperature", "C"),
-    (2, "System Temp", "Temperature", "C"),
-    (3, "CPU1 Temp", "Temperature", "C"),
-    (4, "CPU2 Temp", "Temperature", "C"),
-    (5, "PS1 Temp", "Temperature", "C"),
-    (6, "PS2 Temp", "Temperature", "C"),
-    (7, "Vcore", "Voltage", "V"),
-    (8, "12V", "Voltage", "V"),
-    (9, "FAN1A", "Fan", "RPM"),
-    (10, "FAN1B", "Fan", "RPM"),
-    (11, "FAN2A", "Fan", "RPM"),
-    (12, "FAN2B", "Fan", "RPM"),
-)
-IPMI_DISCRETE: tuple[tuple[int, str, str, str, str], ...] = (
-    (13, "PS1 Status", "Power Supply", "N/A", "'Presence detected'"),
-)
 _S = {name: i for i, (_, name, _, _) in enumerate(IPMI_SENSORS)}
 _FANS = [_S[f] for f in ("FAN1A", "FAN1B", "FAN2A", "FAN2B")]
 _QUANTUM = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.01, 0.06, 60.0, 60.0, 60.0, 60.0])
@@ -1129,8 +1107,6 @@ def simulate_telemetry(out_dir: str, nodes: int = 32, hours: float = 2.0, seed: 
     True
     """
     import time
-
-    from hpcguard.simulators.writers import write_recording
 
     t0 = time.perf_counter()
     tel = generate_telemetry(nodes, hours, seed, profile=profile, **params)

@@ -18,14 +18,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from hpcguard.connectors.hostlist import compress_hostlist
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hpcguard.simulators.telemetry import Telemetry
+from hpcguard.simulators.profiles import GENERATIONS
 
 SACCT_HEADER = "JobID|JobName|User|Partition|NNodes|NodeList|Submit|Start|End|Timelimit|State|ExitCode"
 IPMI_HEADER = "ID,Name,Type,Reading,Units,Event"
@@ -33,6 +31,35 @@ LDMS_FIXED = ("Time", "Time_usec", "ProducerName", "component_id", "job_id")
 _EXIT = {"COMPLETED": "0:0", "FAILED": "1:0", "TIMEOUT": "0:0", "NODE_FAIL": "0:0", "RUNNING": "0:0",
          "PENDING": "0:0"}
 _CHUNK = 20000
+
+# LDMS schemas: name -> (period_s, metric columns)
+LDMS_SCHEMAS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "lustre_client": (1, ("read_bytes", "write_bytes")),
+    "procstat": (15, ("cpu_user", "cpu_nice", "cpu_sys", "cpu_idle", "cpu_iowait")),
+    "loadavg": (15, ("load1min", "load5min", "load15min")),
+    "meminfo": (15, ("MemTotal", "MemFree", "MemAvailable")),
+    "diskusage": (15, ("used_kb", "size_kb")),
+    "procnetdev": (15, ("rx_bytes#eth0", "tx_bytes#eth0")),
+}
+
+# BMC sensors: (record id, name, type, units); the discrete one reads N/A with an event.
+IPMI_SENSORS: tuple[tuple[int, str, str, str], ...] = (
+    (1, "Inlet Temp", "Temperature", "C"),
+    (2, "System Temp", "Temperature", "C"),
+    (3, "CPU1 Temp", "Temperature", "C"),
+    (4, "CPU2 Temp", "Temperature", "C"),
+    (5, "PS1 Temp", "Temperature", "C"),
+    (6, "PS2 Temp", "Temperature", "C"),
+    (7, "Vcore", "Voltage", "V"),
+    (8, "12V", "Voltage", "V"),
+    (9, "FAN1A", "Fan", "RPM"),
+    (10, "FAN1B", "Fan", "RPM"),
+    (11, "FAN2A", "Fan", "RPM"),
+    (12, "FAN2B", "Fan", "RPM"),
+)
+IPMI_DISCRETE: tuple[tuple[int, str, str, str, str], ...] = (
+    (13, "PS1 Status", "Power Supply", "N/A", "'Presence detected'"),
+)
 
 
 def format_rows(row_fmt: str, table: np.ndarray, chunk: int = _CHUNK) -> str:
@@ -194,15 +221,13 @@ LDMS_FORMATS = {
 }
 
 
-def write_recording(tel: "Telemetry", out_dir: str, altheader: bool = False, io: bool = True) -> dict:
-    """Write ``tel`` as a recorded-data directory; returns the summary written to meta.json.
+def write_recording(tel: Any, out_dir: str, altheader: bool = False, io: bool = True) -> dict:
+    """Write ``tel`` (a :class:`~hpcguard.simulators.telemetry.Telemetry`) as a recorded-data directory;
+    returns the summary written to meta.json.
 
     ``io=False`` leaves out the 1 s ``lustre_client`` file (three quarters of the bytes;
     the failure model's ten sensors do not use it, CanarIO does).
     """
-    from hpcguard.simulators.profiles import GENERATIONS
-    from hpcguard.simulators.telemetry import IPMI_DISCRETE, IPMI_SENSORS, LDMS_SCHEMAS
-
     for sub in ("ldms", "ipmi", "slurm"):
         os.makedirs(os.path.join(out_dir, sub), exist_ok=True)
     width = len(tel.nodes[0]) - 1

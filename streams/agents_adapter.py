@@ -19,8 +19,8 @@ import faust
 
 from hpcguard.connectors.adapters import ActionAck
 from hpcguard.streams import metrics
-from hpcguard.streams.app import out
 from hpcguard.streams.output_log import deliver
+from hpcguard.streams.topics import out
 
 log = logging.getLogger("hpcguard.worker")
 

@@ -23,8 +23,8 @@ import faust
 from hpcguard.models.actions import action_id
 from hpcguard.models.policy import spare_pool_at
 from hpcguard.streams import metrics
-from hpcguard.streams.app import out
 from hpcguard.streams.output_log import OutputLog, deliver
+from hpcguard.streams.topics import out
 
 BATCH, WITHIN_S = 500, 0.05
 

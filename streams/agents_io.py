@@ -24,9 +24,9 @@ import numpy as np
 
 from hpcguard.streams import metrics
 from hpcguard.streams.agents_decide import emit_action
-from hpcguard.streams.app import out
 from hpcguard.streams.delta_log import DeltaLog
 from hpcguard.streams.liveness import StreamWait, backlogged
+from hpcguard.streams.topics import out
 
 BATCH, WITHIN_S = 2000, 0.05
 

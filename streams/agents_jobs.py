@@ -22,7 +22,7 @@ import faust
 
 from hpcguard.models.jobs import PROGRESS
 from hpcguard.streams import metrics
-from hpcguard.streams.app import out
+from hpcguard.streams.topics import out
 
 BATCH, WITHIN_S = 500, 0.05
 

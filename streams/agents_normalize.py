@@ -20,8 +20,8 @@ from hpcguard.connectors.mapping import SensorMapping
 from hpcguard.connectors.sacct import decode_slurm_envelope
 from hpcguard.connectors.validation import ValidationError, require_samples
 from hpcguard.streams import metrics
-from hpcguard.streams.app import out
 from hpcguard.streams.plumbing import Plumbing, consume_batches
+from hpcguard.streams.topics import out
 
 BATCH, WITHIN_S = 1000, 0.05
 LDMS_BATCH = 5000  # records per getmany: per-batch costs (send, commit) are amortised over many rows

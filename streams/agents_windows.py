@@ -8,6 +8,10 @@ predicted in one ``predictor.predict(nodes, windows)`` call, windows
 step's end (event time); ``ingest_time`` (wall clock) is for latency only.  A sample
 behind its node's watermark is dead-lettered as ``late``.
 
+IPMI polls (last-value samples) take their step when it closes, by
+:func:`~hpcguard.models.grid.poll_steps` (``worker.poll_tolerance_s``), as the offline loader
+places them; ``hpcguard_grid_polls{source,kind}`` counts the polls moved and merged.
+
 Idleness runs on a :class:`~hpcguard.streams.liveness.StreamClock`: a source is idle when
 it is quiet while the stream moves; while nothing arrives at all (broker down or frozen),
 no source goes idle.
@@ -31,10 +35,10 @@ import numpy as np
 from hpcguard.models.features import CANONICAL_SENSORS
 from hpcguard.models.grid import NodeGrid
 from hpcguard.streams import metrics
-from hpcguard.streams.app import out
 from hpcguard.streams.delta_log import DeltaLog
 from hpcguard.streams.liveness import backlogged
 from hpcguard.streams.output_log import OutputLog, deliver
+from hpcguard.streams.topics import out
 
 BATCH, WITHIN_S = 2000, 0.2  # per-batch work (grid changelog writes, backlog check) is amortised over more samples
 
@@ -69,7 +73,7 @@ def register(app: faust.App) -> None:
         g = grids.get(node)
         if g is None:
             g = grids[node] = NodeGrid(w.grid_s, window_steps, w.lateness_s, idle_s=w.idle_s, keep_steps=history,
-                                       sources=sources)
+                                       sources=sources, poll_tolerance_s=w.poll_tolerance_s)
             state, deltas = changelog.load(node)  # recovered from the changelog after a restart
             if state:
                 g.load_state(state)
@@ -197,3 +201,10 @@ def register(app: faust.App) -> None:
             present = np.sum([g.present for g in grids.values()], axis=0) / steps
             for name, share in zip(CANONICAL_SENSORS, present.tolist()):
                 metrics.SENSOR_COVERAGE.labels(name).set(share)
+        polls: dict[str, np.ndarray] = {}  # jittered polls moved or merged on the grid: reported, never silent
+        for g in grids.values():
+            for source, counts in g.poll_counts.items():
+                polls[source] = polls.get(source, 0) + np.asarray(counts)
+        for source, (placed, moved, merged) in polls.items():
+            for kind, n in (("placed", placed), ("moved", moved), ("merged", merged)):
+                metrics.GRID_POLLS.labels(source, kind).set(int(n))

@@ -27,8 +27,8 @@ from hpcguard.settings import Settings
 from hpcguard.streams import metrics
 from hpcguard.streams.cluster_view import ClusterView
 from hpcguard.streams.liveness import StreamClock, StreamWait
-from hpcguard.streams.plumbing import Plumbing
-from hpcguard.streams.topics import TopicNames
+from hpcguard.streams.plumbing import Plumbing, announce_inventory
+from hpcguard.streams.topics import TopicNames, out  # noqa: F401  (out: where agents publish; re-exported)
 
 # Faust stops fetching a partition once its agent's buffer is 80 % full, but a poll already fetched is delivered
 # in full, and delivering into a full buffer blocks the app's one consumer for every topic.  An agent that awaits
@@ -106,6 +106,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
         return app.topic(*names, value_serializer="raw", key_serializer="raw", internal=internal)
 
     inventory = NodeInventory.from_settings(s.door)
+    announce_inventory(inventory, pipeline.roles)  # without door.nodes: a WARNING line, and /metrics
     app.hpc = SimpleNamespace(  # type: ignore[attr-defined]
         pipeline=pipeline, settings=s, names=t,
         topics=SimpleNamespace(**{a: raw(getattr(t, a)) for a in (
@@ -135,7 +136,9 @@ def create_app(pipeline: Pipeline) -> faust.App:
     for role, module in ROOMS.items():
         if role in pipeline.roles:
             importlib.import_module(module).register(app)
-    if pipeline.outbox is None and pipeline.roles & {"jobs", "decide", "io"}:
+    # a windows worker without door.nodes reads the job records too: the nodes they name are admitted (NodeInventory)
+    if pipeline.outbox is None and (pipeline.roles & {"jobs", "decide", "io"}
+                                    or ("windows" in pipeline.roles and not inventory.fixed)):
         from hpcguard.streams.agents_jobs import check_cluster_record
 
         @app.task
@@ -159,8 +162,3 @@ def create_app(pipeline: Pipeline) -> faust.App:
             ready.set(0)
     app.pipeline = pipeline  # type: ignore[attr-defined]
     return app
-
-
-def out(app: faust.App, attr: str) -> Any:
-    """The topic an agent publishes to (its name when collecting into an outbox)."""
-    return getattr(app.hpc.names, attr) if app.hpc.pipeline.outbox is not None else getattr(app.hpc.topics, attr)

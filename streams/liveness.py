@@ -1,5 +1,40 @@
 """Stall detection: a worker that stops consuming while the broker has data for it says so and exits.
 
+Why it exists: the Faust/aiokafka stack can stop making progress without an error, and a
+worker that hangs quietly loses a site's warnings.  This module watches for the upstream
+behaviours seen in the field, each with the check that catches it:
+
+- a consumer that stops reading while its partitions hold records, nothing logged
+  ("consumers slowly die over time": https://github.com/faust-streaming/faust/issues/175,
+  https://github.com/faust-streaming/faust/issues/640): the position check;
+- offsets that are never committed again while the stream reads on: Faust commits only up
+  to the first gap in its acknowledged offsets, and a redelivery, a compacted topic or a
+  recovery race leaves a gap for good (https://github.com/faust-streaming/faust/issues/606,
+  https://github.com/faust-streaming/faust/issues/596, regression
+  https://github.com/faust-streaming/faust/issues/378): the committed-offset and group checks;
+- a table recovery that never ends, e.g. with ``auto.offset.reset=latest`` when changelog
+  segments are deleted during recovery (https://github.com/faust-streaming/faust/issues/651):
+  the recovery check;
+- a rebalance that hangs or leaves a partition to no live member, e.g. more workers than
+  partitions (https://github.com/robinhood/faust/issues/134): the group check, which reads
+  the group's committed offsets of every partition, not only the worker's own;
+- aiokafka's group coordinator logging failed commits forever after a broker restart lost
+  the topics (tansu creates no topic on a Metadata request): the commit-error count;
+- broker queries that never return (some of tansu's ListOffsets answers hang clients;
+  kafka-python calls block without end by default): a clock per query and ``CALL_TIMEOUT_MS``;
+  and tansu's listed end offsets, short of the last record batch: the backlog is read from a
+  fetch's high watermark (:meth:`BrokerCommits.backlog`).
+
+Exiting and restarting from the committed offsets re-delivers records; that is safe because
+actions are idempotent and keyed, with the governor's ledger giving exactly-once effects.
+The worker does not use Faust's ``processing_guarantee="exactly_once"`` (duplicates and
+crashes on rebalance: https://github.com/faust-streaming/faust/issues/323,
+https://github.com/faust-streaming/faust/issues/517,
+https://github.com/faust-streaming/faust/issues/177; tansu has no transactions either).  A
+worker that cannot start at all (aiokafka 0.13 with a Faust older than its fix:
+https://github.com/faust-streaming/faust/issues/672) fails at start with the client's error,
+not here: upgrade faust-streaming and aiokafka together.
+
 A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings ``[liveness]``):
 
 - assigned input partitions have records beyond the worker's read positions (end offset >
@@ -394,6 +429,24 @@ def _watched(app: Any) -> list:
                   key=lambda tp: (tp.topic, tp.partition))
 
 
+def _consumer_view(app: Any) -> str:
+    """What this worker's consumer holds, for the log: partitions not in its streams' flow, read offsets."""
+    try:
+        consumer = app.consumer
+        changelogs = app.tables.changelog_topics
+        assigned = [tp for tp in consumer.assignment() if tp.topic not in changelogs]
+    except Exception as exc:  # noqa: BLE001 — a log line must not fail the check
+        return f"consumer not known ({exc!r})"
+    paused = sorted(f"{tp.topic}/{tp.partition}" for tp in assigned if tp in consumer._paused_partitions)
+    active = consumer._active_partitions
+    inactive = sorted(f"{tp.topic}/{tp.partition}" for tp in assigned if active is not None and tp not in active)
+    reads = {f"{tp.topic}/{tp.partition}": (consumer._read_offset.get(tp), consumer._committed_offset.get(tp))
+             for tp in assigned}
+    return (f"assigned {len(assigned)}, paused {paused or 'none'}, not fetched {inactive or 'none'}, "
+            f"generation {getattr(app, 'consumer_generation_id', '?')}, flow {consumer.flow_active}, "
+            f"(read, faust committed) {reads}")
+
+
 def _read_topics(app: Any) -> list[str]:
     """The topics the worker's streams read and commit (faust's conductor), without the tables' changelogs."""
     changelogs, conductor = app.tables.changelog_topics, app.topics
@@ -648,13 +701,19 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         if broker_commits is None or now - group_checked[0] < group_every_s:
             return None
         if getattr(app, "in_recovery", False):
+            log.info("group check stands aside: a table recovery runs")
             watch.forget_group()  # a table recovery holds every input back on purpose (observe_recovery bounds it)
             return None
         group_checked[0] = now
-        backlog = await broker_query("the group's backlog query", broker_commits.backlog, _read_topics(app))
+        topics = _read_topics(app)
+        backlog = await broker_query("the group's backlog query", broker_commits.backlog, topics)
         if backlog is None:
+            log.info("group check: no answer (%d topics)", len(topics))
             return None
         mine = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
+        if log.isEnabledFor(logging.INFO):
+            log.info("group check: %d topics, behind %s; %s", len(topics),
+                     {f"{t}/{p}": v for (t, p), v in backlog.items() if v[1] > 0} or "none", _consumer_view(app))
         return watch.observe_group(now, {f"{t}/{p}": v for (t, p), v in backlog.items()},
                                    {f"{t}/{p}" for t, p in mine})
 

@@ -1,12 +1,13 @@
 """Prometheus metrics of a worker (served on ``--metrics-port``).
 
-One registry per process; agents update these objects, the sink and adapters too.
+One registry per process (``connectors.metrics.REGISTRY``, with the metrics the connectors
+update: the InfluxDB sink's); agents update these objects.
 """
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-REGISTRY = CollectorRegistry()
+from hpcguard.connectors.metrics import REGISTRY, SINK_POINTS  # noqa: F401  (served with the rest)
 
 RECORDS_IN = Counter("hpcguard_records_in_total", "Records consumed, per topic", ["topic"], registry=REGISTRY)
 RECORDS_OUT = Counter("hpcguard_records_out_total", "Records published, per topic", ["topic"], registry=REGISTRY)
@@ -33,15 +34,24 @@ LIVE_SOURCES = Gauge("hpcguard_live_sources", "Sources (node grids) or nodes (io
                      ["table"], registry=REGISTRY)
 SENSOR_COVERAGE = Gauge("hpcguard_sensor_coverage", "Share of closed node grid steps with a value, per canonical "
                         "sensor", ["sensor"], registry=REGISTRY)
+GRID_POLLS = Gauge("hpcguard_grid_polls", "Polls (last-value samples) the node grids placed, per source and kind: "
+                   "placed (all), moved (to the next step: theirs was taken), merged (shared a step with an "
+                   "earlier poll)", ["source", "kind"], registry=REGISTRY)
 MAPPING_MISMATCH = Gauge("hpcguard_sensor_map_mismatch", "1 when the worker's sensor mapping digest differs from "
                          "the one the model was trained with", ["worker_digest", "model_digest"], registry=REGISTRY)
+INVENTORY_CONFIGURED = Gauge("hpcguard_inventory_configured", "1 when a node inventory is configured (door.nodes); 0: "
+                             "nodes are learned from Slurm job records and sample-only names are quarantined",
+                             registry=REGISTRY)
+INVENTORY_QUARANTINED = Gauge("hpcguard_inventory_quarantined", "Node names seen only on sample topics and admitted in "
+                              "quarantine (at most door.max_nodes; beyond it new ones are dead-lettered unknown_node)",
+                              registry=REGISTRY)
+INVENTORY_NAMED = Gauge("hpcguard_inventory_slurm_named", "Nodes admitted because a Slurm job record named them "
+                        "(no door.nodes configured)", registry=REGISTRY)
 JOB_JOIN_TIMEOUTS = Counter("hpcguard_job_join_timeouts_total", "Decisions made before the job stream's watermark "
                             "passed their sample time (worker.job_wait_s ran out)", registry=REGISTRY)
 PROBE_WAIT_TIMEOUTS = Counter("hpcguard_probe_wait_timeouts_total", "IO windows judged before the probe stream's clock "
                               "passed their end (worker.job_wait_s ran out): their bank may lack labels a "
                               "faster worker would have had", registry=REGISTRY)
-SINK_POINTS = Counter("hpcguard_sink_points_total", "Points handled by the InfluxDB sink, per outcome "
-                      "(written|retried|dropped_overflow|rejected|dropped_unsent|downsampled)", ["outcome"], registry=REGISTRY)
 
 CONSUMER_READY = Gauge("hpcguard_consumer_ready", "1 while a consumer of the worker reads its partitions: joined its group "
                        "(and, for faust, recovered its tables); faust: the agents' consumer, <app_id>-ldms: the LDMS "

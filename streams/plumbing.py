@@ -140,11 +140,18 @@ class Plumbing:
 
     def check(self, kind: str, data: Any, learn: bool = True) -> dict:
         """Schema, types, bounds and ids of a decoded record, and the node inventory (``learn=False``: a node
-        the inventory does not hold yet is not added to it, see :meth:`NodeInventory.admit`)."""
+        the inventory does not hold yet is not added to it, see :meth:`NodeInventory.admit`).
+
+        A job record's nodes are named by Slurm (:meth:`NodeInventory.name`): admitted from then on,
+        whatever the sample topics carried; any other record's node enters the quarantine."""
         record = check_record(kind, data, self.limits)
+        if self.inventory is None:
+            return record
+        if kind == "JobEvent" and learn and record.get("nodes"):
+            self.inventory.name(record["nodes"])
         for f in _NODE_FIELDS:
             node = record.get(f)
-            if node is not None and self.inventory is not None and not self.inventory.admit(node, learn):
+            if node is not None and not self.inventory.admit(node, learn):
                 raise ValidationError(f, self.inventory.reason(node), "unknown_node")
         return record
 
@@ -192,6 +199,24 @@ class Plumbing:
         except Exception as exc:  # noqa: BLE001 — one record must never stop the worker
             log.warning("record from %s at offset %s failed: %r", source, offset, exc)
             self.dead_letter(source, "internal_error", f"{type(exc).__name__}: {exc}"[:1000], raw, offset=offset)
+
+
+#: roles whose agents admit nodes into worker state through the inventory (samples, predictions)
+INVENTORY_ROLES = frozenset({"windows", "io", "decide"})
+
+
+def announce_inventory(inventory: NodeInventory, roles: Any = INVENTORY_ROLES) -> None:
+    """At worker start: expose the inventory in ``/metrics`` and, without ``door.nodes``, say loudly in one
+    WARNING line what that means (for a worker whose ``roles`` admit nodes)."""
+    metrics.INVENTORY_CONFIGURED.set(int(inventory.fixed))
+    metrics.INVENTORY_QUARANTINED.set_function(lambda: len(inventory.quarantined))
+    metrics.INVENTORY_NAMED.set_function(lambda: len(inventory.named))
+    if not inventory.fixed and INVENTORY_ROLES & set(roles):
+        log.warning("NO NODE INVENTORY IS CONFIGURED (door.nodes is empty): nodes named by Slurm job records are "
+                    "admitted; up to %d names seen only on sample topics are quarantined and processed, and beyond "
+                    "that new names are dead-lettered unknown_node, so a flood of invented names can keep real nodes "
+                    "that no job record names out; set door.nodes (HPCGUARD_DOOR__NODES) to the site's hostlist",
+                    inventory.max_nodes)
 
 
 # -- batches: the bulk inputs without one Faust event per record ------------------------------

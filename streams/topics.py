@@ -25,6 +25,7 @@ samples topics take a single ``NodeSample`` as well as a ``NodeSamples`` batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hpcguard.settings import TopicSettings
 
@@ -77,3 +78,9 @@ class TopicNames:
 
     def all(self) -> list[str]:
         return [getattr(self, a) for a in CANONICAL] + list(self.ldms)
+
+
+def out(app: Any, attr: str) -> Any:
+    """The topic an agent publishes to (its name when collecting into an outbox): ``attr`` of the app's
+    topic names or topics (``app.hpc``, set up by ``streams.app.create_app``)."""
+    return getattr(app.hpc.names, attr) if app.hpc.pipeline.outbox is not None else getattr(app.hpc.topics, attr)

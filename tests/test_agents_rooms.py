@@ -176,7 +176,8 @@ def test_the_broadcast_reader_applies_only_what_passes_the_door_and_names_a_know
     job = {"job_id": "1", "event": "start", "time": T0, "nodes": ["n8"], "v": 1}
     assert view.receive(json.dumps(job).encode(), 0, check, job=True)
     assert view.nodes_at(T0 + 1800) == [] and view.first_seen == {} and len(view.pending) == 64
-    assert len(app.hpc.plumbing.inventory) == 0  # checking a name does not enrol it in the bounded inventory
+    inventory = app.hpc.plumbing.inventory  # checking a name does not enrol it; the job record names n8
+    assert inventory.known == inventory.named == {"n8"} and not inventory.quarantined
 
 
 def test_a_cluster_topic_flood_of_invented_nodes_does_not_grow_the_spare_pool(tmp_path):
@@ -215,6 +216,35 @@ def test_a_node_from_the_cluster_topic_counts_once_a_job_record_names_it(tmp_pat
     assert spare("unknown") == (0, [])  # n3 and cflood1 wait: named by no job record, no inventory
     assert spare("job", jobs=job) == (1, [])  # job 2 ran on n3 and ended: n3 is idle, a spare
     assert spare("configured", nodes="n[1-8]") == (1, [("unknown_node", "cflood1")])
+
+
+def test_invented_node_names_on_samples_ipmi_do_not_lock_out_a_node_a_job_record_names(tmp_path):
+    """Issue 58 item 2, the default configuration (no door.nodes): 4,100 samples with invented node names on
+    samples.ipmi filled the 4,096-node inventory, and every sample of a real node not seen yet was dead-lettered
+    unknown_node.  Now the invented names fill only the quarantine; n8, named by a job record, is predicted.  n9,
+    which no job record names, still meets the full quarantine: refused, with a reason that says what to do."""
+    app, box = make_app(tmp_path, {"jobs", "windows"}, load_predictor(baseline_model(tmp_path / "m")))
+    asyncio.run(feed(app, "node-windows", [sample(f"fake{i:05d}", T0 - 600) for i in range(4_100)]))
+    asyncio.run(feed(app, "jobs", RUNNING))  # job 1 runs on n8
+    asyncio.run(feed(app, "node-windows", [sample(n, T0 + 15 * k) for k in range(30) for n in ("n8", "n9")]))
+    dead = [v for topic, _, v in box if topic.endswith("dlq")]
+    refused = [json.loads(d["payload"])["node"] for d in dead]
+    assert {d["error_kind"] for d in dead} == {"unknown_node"}
+    assert refused == [f"fake{i:05d}" for i in range(4_096, 4_100)] + ["n9"] * 30
+    assert "door.nodes" in dead[-1]["reason"] and "job record" in dead[-1]["reason"]
+    preds = [v for topic, _, v in box if topic.endswith("predictions.node") and v["node"] in ("n8", "n9")]
+    assert preds and {p["node"] for p in preds} == {"n8"}
+    inventory = app.hpc.plumbing.inventory
+    assert inventory.named == {"n8"} and len(inventory.quarantined) == 4_096
+
+
+def test_a_site_without_job_records_gets_predictions_for_every_node_up_to_the_quarantine_bound(tmp_path):
+    """Sample-only names are still processed (quarantined, not refused) while the quarantine has room."""
+    app, box = make_app(tmp_path, {"windows"}, load_predictor(baseline_model(tmp_path / "m")), max_nodes=2)
+    asyncio.run(feed(app, "node-windows", [sample(n, T0 + 15 * k) for k in range(30) for n in ("n1", "n2", "n3")]))
+    preds = {v["node"] for topic, _, v in box if topic.endswith("predictions.node")}
+    dead = [(d["error_kind"], json.loads(d["payload"])["node"]) for topic, _, d in box if topic.endswith("dlq")]
+    assert preds == {"n1", "n2"} and dead == [("unknown_node", "n3")] * 30
 
 
 def test_checkpoint_plans_count_the_configured_machine_not_the_nodes_seen_so_far(tmp_path):

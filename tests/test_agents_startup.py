@@ -31,3 +31,32 @@ def test_the_ldms_batch_consumer_is_not_ready_until_it_reads(tmp_path):
     s = Settings().with_overrides(worker=dict(app_id="startup-check", data_dir=str(tmp_path)))
     create_app(Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), roles=frozenset({"normalize"})))
     assert metrics.REGISTRY.get_sample_value("hpcguard_consumer_ready", {"consumer": "startup-check-ldms"}) == 0.0
+
+
+def test_a_worker_without_a_node_inventory_says_so_loudly_at_start_and_in_metrics(tmp_path, caplog):
+    """Issue 58 item 2: with no door.nodes a worker learns nodes from Slurm job records and quarantines names seen
+    only on sample topics; it says so in one WARNING line at start and in /metrics."""
+    import logging
+
+    def start(roles, nodes=""):
+        s = Settings().with_overrides(worker=dict(app_id="inventory-check", data_dir=str(tmp_path)),
+                                      door=dict(nodes=nodes))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="hpcguard.worker"):
+            app = create_app(Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), roles=frozenset(roles),
+                                      outbox=[]))
+        lines = [r for r in caplog.records if "NO NODE INVENTORY IS CONFIGURED" in r.getMessage()]
+        return app, lines, metrics.REGISTRY.get_sample_value("hpcguard_inventory_configured")
+
+    app, lines, configured = start({"windows", "jobs"})
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING and configured == 0.0
+    text = lines[0].getMessage()
+    assert "door.nodes" in text and "quarantined" in text and "4096" in text and "\n" not in text
+    app.hpc.plumbing.inventory.admit("n1")
+    app.hpc.plumbing.inventory.name(["n2"])
+    assert metrics.REGISTRY.get_sample_value("hpcguard_inventory_quarantined") == 1.0
+    assert metrics.REGISTRY.get_sample_value("hpcguard_inventory_slurm_named") == 1.0
+    _, lines, configured = start({"windows"}, nodes="n[1-4]")
+    assert lines == [] and configured == 1.0
+    _, lines, _ = start({"adapter"})  # admits no node: nothing to warn about
+    assert lines == []

@@ -14,8 +14,10 @@ from hpcguard.connectors import model_store
 from hpcguard.connectors.coverage import coverage_of_grid
 from hpcguard.connectors.model_store import load_model
 from hpcguard.models.failure.dataset import healthy_mask
+from hpcguard.models.failure import site_training
 from hpcguard.models.failure.evaluation import online_scan, online_summary
 from hpcguard.models.metrics import uc_probability, wilson_interval
+from hpcguard.simulators import failure_training
 from hpcguard.streams.predictors import EnsemblePredictor
 
 from _failure_data import T0, synthetic_grid
@@ -55,7 +57,7 @@ def recorded(tmp_path, monkeypatch):
         # the test history: failures of two families, and two benign episodes (one spans all of node 0)
         look, kinds = ((np.array([0, 1]), np.array([T0, T0 + 3600.0]), np.array([T0 + 1e6, T0 + 7200.0])),
                        ["fan_dip", "psu_warm"]) if labelled else (None, None)
-        grids[str(d)] = cli_failure.Recorded(v, T0, fn, ft, nodes, np.ones(len(ft), bool), look,
+        grids[str(d)] = site_training.Recorded(v, T0, fn, ft, nodes, np.ones(len(ft), bool), look,
                                              coverage_of_grid(nodes, v), family if labelled else None, kinds)
 
     add("train", 3)
@@ -69,7 +71,7 @@ def recorded(tmp_path, monkeypatch):
             cli_failure.fail(f"data directory not found: {data_dir}")
         return grids[key]
 
-    monkeypatch.setattr(cli_failure, "_load_recorded", fake_load)
+    monkeypatch.setattr(failure_training, "load_recorded", fake_load)
     return tmp_path
 
 
@@ -185,7 +187,7 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
         assert own[key] == full["online"][key]
     # the online row is the worker's decision: the worker's predictor call on every history warns alike
     ens, saved = load_model(model)
-    test = cli_failure._load_recorded(str(recorded / "test"))
+    test = failure_training.load_recorded(str(recorded / "test"))
     predictor = EnsemblePredictor(ens, ens.version, saved)
     worker = online_summary(online_scan(predictor.predict, test.values, test.t0, ens.grid_s, predictor.history_steps,
                                         nodes=test.nodes), test.failure_nodes, test.failure_times,
@@ -481,7 +483,7 @@ def test_cross_profile_matrix_on_tiny_histories(tmp_path):
     assert pairs == {("classic", "classic"), ("classic", "mixed"), ("mixed", "classic"), ("mixed", "mixed")}
     # the options given, and train failure's defaults for the rest (without its simulated prior)
     assert result["setting"] == {"target_fpr": 1e-4, "fpr_confidence": None, "calibration_ok": 1500,
-                                 "persistence": cli_failure.SITE_SETTING["persistence"], "mc_splits": 1,
+                                 "persistence": site_training.SITE_SETTING["persistence"], "mc_splits": 1,
                                  "simulated_prior": 0, "simulated_look_alikes": 0, "calibration_span": "validation",
                                  "fpr_run_minutes": 0, "fpr_history_spread": True, "split_days": 0.0}
     for p in result["pairs"]:
@@ -626,9 +628,9 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
     from hpcguard.models.failure import dataset, training
     from hpcguard.simulators.telemetry import simulate_telemetry
 
-    monkeypatch.setattr(cli_failure, "PRIOR_NODES", 8)
-    monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 3.0)
-    monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
+    monkeypatch.setattr(failure_training, "PRIOR_NODES", 8)
+    monkeypatch.setattr(failure_training, "PRIOR_HOURS", 3.0)
+    monkeypatch.setattr(failure_training, "PRIOR_MTBF_HOURS", 0.5)
     calibration_nodes = []                                         # node count of each history calibrated on
     build_events = dataset.build_events
 
@@ -694,9 +696,9 @@ def test_simulated_prior_adds_failures_but_keeps_the_sites_coverage_and_threshol
 
 def test_a_damaged_prior_file_is_simulated_again_and_an_unwritable_cache_is_a_clear_error(tmp_path, monkeypatch,
                                                                                            capsys):
-    monkeypatch.setattr(cli_failure, "PRIOR_NODES", 4)
-    monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 2.0)
-    monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
+    monkeypatch.setattr(failure_training, "PRIOR_NODES", 4)
+    monkeypatch.setattr(failure_training, "PRIOR_HOURS", 2.0)
+    monkeypatch.setattr(failure_training, "PRIOR_MTBF_HOURS", 0.5)
     ((first, rec),) = cli_failure._simulated_prior("mixed", 1, str(tmp_path / "cache"))
     first.write_bytes(first.read_bytes()[:1000])                   # a file cut short (disk full, killed copy)
     ((again, back),) = cli_failure._simulated_prior("mixed", 1, str(tmp_path / "cache"))
@@ -710,9 +712,9 @@ def test_a_damaged_prior_file_is_simulated_again_and_an_unwritable_cache_is_a_cl
 
 def test_a_prior_history_ends_with_the_site_and_lacks_what_the_site_lacks():
     v = np.ones((2, 8, 10))
-    rec = cli_failure.Recorded(v, 100.0, np.array([1]), np.array([160.0]), ["a", "b"],
+    rec = site_training.Recorded(v, 100.0, np.array([1]), np.array([160.0]), ["a", "b"],
                                look_alikes=(np.array([0]), np.array([110.0]), np.array([130.0])))
-    out = cli_failure._ending_at(rec, end=1000.0, absent=["psu_temp"])
+    out = site_training.ending_at(rec, end=1000.0, absent=["psu_temp"])
     assert out.t0 + 15.0 * 8 == 1000.0 and out.failure_times[0] - out.t0 == 60.0
     assert out.look_alikes[1][0] - out.t0 == 10.0 and out.look_alikes[2][0] - out.t0 == 30.0
     assert np.isnan(out.values[..., 3]).all() and not np.isnan(np.delete(out.values, 3, axis=-1)).any()
@@ -721,9 +723,9 @@ def test_a_prior_history_ends_with_the_site_and_lacks_what_the_site_lacks():
 
 def test_a_loaded_history_survives_the_prior_cache(tmp_path, recorded):
     """_save_recorded → _read_recorded keeps the grid (float32), labels, families and look-alikes."""
-    rec = cli_failure._load_recorded(str(recorded / "test"))
-    cli_failure._save_recorded(rec, tmp_path / "r.npz")
-    back = cli_failure._read_recorded(tmp_path / "r.npz")
+    rec = failure_training.load_recorded(str(recorded / "test"))
+    failure_training.save_recorded(rec, tmp_path / "r.npz")
+    back = failure_training.read_recorded(tmp_path / "r.npz")
     np.testing.assert_allclose(back.values, rec.values.astype(np.float32), equal_nan=True)
     assert back.t0 == rec.t0 and back.nodes == rec.nodes and back.family == rec.family
     assert back.look_alike_kinds == rec.look_alike_kinds
@@ -802,9 +804,9 @@ def test_a_history_of_two_days_is_cut_into_day_parts_at_a_clear_step():
     v, fn, ft = synthetic_grid(seed=4, nodes=6, steps=12000, failures_per_node=6)
     fn, ft = np.r_[fn, 0], np.r_[ft, T0 + 5760 * 15.0 + 300.0]          # one failure 5 min after the nominal cut
     look = (np.array([1, 2]), np.array([T0 + 600.0, T0 + 100_000.0]), np.array([T0 + 900.0, T0 + 100_300.0]))
-    rec = cli_failure.Recorded(v, T0, fn, ft, [f"n{i}" for i in range(6)], np.ones(len(ft), bool), look,
+    rec = site_training.Recorded(v, T0, fn, ft, [f"n{i}" for i in range(6)], np.ones(len(ft), bool), look,
                                None, ["fan"] * len(ft), ["fan_dip", "cooling_blip"])
-    parts = cli_failure._day_parts(rec, 1.0)
+    parts = site_training.day_parts(rec, 1.0)
     assert len(parts) == 2 and sum(p.values.shape[1] for p in parts) == 12000
     end = T0 + 12000 * 15.0
     assert all(p.t0 + 15.0 * p.values.shape[1] == end for p in parts)     # aligned: each has its last hours
@@ -816,7 +818,7 @@ def test_a_history_of_two_days_is_cut_into_day_parts_at_a_clear_step():
     assert parts[0].look_alike_kinds == ["fan_dip"] and parts[1].look_alike_kinds == ["cooling_blip"]
     assert parts[0].look_alikes[1][0] == T0 + 600.0 + shift
     np.testing.assert_array_equal(parts[1].values, v[:, cut:])
-    for whole in (cli_failure._day_parts(rec, 1.5), cli_failure._day_parts(rec, 0)):
+    for whole in (site_training.day_parts(rec, 1.5), site_training.day_parts(rec, 0)):
         assert len(whole) == 1 and whole[0] is rec
 
 
@@ -870,9 +872,9 @@ def test_a_prior_of_several_profiles_takes_turns_and_is_recorded(tmp_path, monke
     profile with its own seeds; the manifest names the profiles and every file trained on."""
     from hpcguard.simulators.telemetry import simulate_telemetry
 
-    monkeypatch.setattr(cli_failure, "PRIOR_NODES", 6)
-    monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 3.0)
-    monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
+    monkeypatch.setattr(failure_training, "PRIOR_NODES", 6)
+    monkeypatch.setattr(failure_training, "PRIOR_HOURS", 3.0)
+    monkeypatch.setattr(failure_training, "PRIOR_MTBF_HOURS", 0.5)
     site = tmp_path / "site"
     simulate_telemetry(str(site), nodes=6, hours=3, seed=5, mtbf_hours=0.5, io=False)
     r = runner.invoke(app, ["train", "failure", "--features", "paper", "--data", str(site), "--mc-splits", "1",
@@ -884,7 +886,7 @@ def test_a_prior_of_several_profiles_takes_turns_and_is_recorded(tmp_path, monke
     assert [(Path(f).parent.name.split("-")[0], Path(f).name) for f in files] == \
         [("mixed", "s1.npz"), ("memory", "s1.npz"), ("mixed", "s2.npz")]
     # each file is its own profile's history: mixed's families reach beyond the memory profile's
-    families = [set(cli_failure._read_recorded(Path(f)).family) for f in files]
+    families = [set(failure_training.read_recorded(Path(f)).family) for f in files]
     assert "memory_leak" in families[1] and families[0] - families[1]
     # the families the model learned from include the prior's: a classic site has no memory leaks
     site_families = {row["family"] for row in csv.DictReader((site / "failures.csv").read_text().splitlines())}
@@ -903,9 +905,9 @@ def test_simulated_look_alikes_teach_the_trees_benign_shapes_and_nothing_else(tm
     from hpcguard.models.failure import trees
     from hpcguard.simulators.telemetry import simulate_telemetry
 
-    monkeypatch.setattr(cli_failure, "PRIOR_NODES", 6)
-    monkeypatch.setattr(cli_failure, "PRIOR_HOURS", 3.0)
-    monkeypatch.setattr(cli_failure, "PRIOR_MTBF_HOURS", 0.5)
+    monkeypatch.setattr(failure_training, "PRIOR_NODES", 6)
+    monkeypatch.setattr(failure_training, "PRIOR_HOURS", 3.0)
+    monkeypatch.setattr(failure_training, "PRIOR_MTBF_HOURS", 0.5)
     fits = []                                                      # (rows, labels, fitted trees) per trees fit
     fit_trees = trees.fit_trees
 

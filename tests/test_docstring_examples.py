@@ -10,7 +10,7 @@ LAYERS = ("hpcguard.models", "hpcguard.connectors", "hpcguard.simulators", "hpcg
 
 
 def _modules_with_examples() -> list[str]:
-    names = ["hpcguard", "hpcguard.settings"]
+    names = ["hpcguard", "hpcguard.settings", "hpcguard.jsonable"]
     for layer in LAYERS:
         package = importlib.import_module(layer)
         names.append(layer)

@@ -1,6 +1,6 @@
 """Online = offline (issue 12 item 5).
 
-The offline side (``cli.online.offline_decisions``: recorded grid → the predictor's
+The offline side (``simulators.parity.offline_decisions``: recorded grid → the predictor's
 windows → the same ``predict`` → the same policy, temporal job join, spare pool and
 action ids) is checked on its own first; then the streaming worker on the session's
 broker must reproduce it exactly: at maximum speed, paced, with two workers, and with
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from hpcguard.cli.demo import train_baseline_model
-from hpcguard.cli.online import compare, evaluate_online_run, load_job_events, offline_decisions
 from hpcguard.models.jobs import JobTimeline
 from hpcguard.settings import Settings
+from hpcguard.simulators.demo_run import train_baseline_model
+from hpcguard.simulators.parity import compare, evaluate_online_run, load_job_events, offline_decisions
 from hpcguard.simulators.telemetry import simulate_telemetry
 
 

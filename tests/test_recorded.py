@@ -188,7 +188,9 @@ def test_failure_labels_need_only_time_and_node_and_take_iso_times_and_hostlists
 
 
 def test_a_history_labelled_with_time_and_node_only_counts_every_failure_as_a_precursor_failure(tmp_path):
-    from hpcguard.cli.failure import _load_recorded, _read_recorded, _save_recorded
+    from hpcguard.simulators.failure_training import load_recorded as _load_recorded
+    from hpcguard.simulators.failure_training import read_recorded as _read_recorded
+    from hpcguard.simulators.failure_training import save_recorded as _save_recorded
 
     write_recording(tmp_path, hours=0.05)
     with_family = _load_recorded(str(tmp_path))

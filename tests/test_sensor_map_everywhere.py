@@ -8,10 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 from hpcguard.cli import app
-from hpcguard.cli.demo import train_baseline_model
 from hpcguard.connectors.recorded import load_sensor_grid
 from hpcguard.models.features import CANONICAL_SENSORS
 from hpcguard.settings import Settings
+from hpcguard.simulators.demo_run import train_baseline_model
 from hpcguard.simulators.telemetry import simulate_telemetry
 
 # the site reads its CPU temperature from the inlet sensor (a deliberately different source)

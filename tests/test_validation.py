@@ -256,7 +256,35 @@ def test_inventory_is_bounded_under_20000_fake_ids():
     admitted = sum(inv.admit(f"fake{i:05d}") for i in range(20_000))
     assert admitted == 32 and len(inv) == 64 and inv.refused == 20_000 - 32
     assert all(inv.admit(n) for n in real)  # real nodes stay admitted
-    assert "inventory bound" in inv.reason("fake19999")
+    assert "quarantine" in inv.reason("fake19999") and "door.nodes" in inv.reason("fake19999")
+
+
+def test_fake_names_on_sample_topics_cannot_lock_out_a_node_slurm_names():
+    """Issue 58 item 2: 4,100 invented names on a sample topic filled the 4,096-node inventory, and every real node
+    not seen yet was refused from then on.  Sample-only names are quarantined (bounded); a node a job record names
+    is admitted whatever the quarantine holds, before or after the flood, and leaves the quarantine."""
+    inv = NodeInventory()  # the default configuration: no door.nodes, max_nodes 4096
+    assert inv.admit("n0001")  # a real node whose samples came before any job record: quarantined, processed
+    flood = sum(inv.admit(f"fake{i:05d}") for i in range(4_100))
+    assert flood == 4_095 and len(inv.quarantined) == 4_096 and inv.refused == 5
+    assert not inv.admit("n0002")  # sample-only and the quarantine is full: refused, the reason says what to do
+    assert "door.nodes" in inv.reason("n0002") and "job record" in inv.reason("n0002")
+    assert inv.name(["n0001", "n0002", "n0002", "x;y"]) == 2  # a job record names them (x;y is no node name)
+    assert inv.admit("n0002") and inv.admit("n0001") and "n0001" not in inv.quarantined
+    assert inv.admit("n0003") and not inv.admit("n0004")  # n0001's place in the quarantine went to the next name
+    named_first = NodeInventory(max_nodes=4)  # named before any sample: never enters the quarantine
+    named_first.name(["n9"])
+    assert all(named_first.admit(f"fake{i}") for i in range(4)) and named_first.admit("n9")
+    assert named_first.named == {"n9"} and len(named_first) == 5
+
+
+def test_slurm_named_nodes_are_bounded_too_and_a_configured_inventory_learns_nothing():
+    inv = NodeInventory(max_nodes=3)
+    assert inv.name([f"j{i}" for i in range(5)]) == 3 and inv.unnamed == 2
+    assert inv.admit("j4") and "j4" in inv.quarantined  # beyond the named bound: a sample-only name
+    fixed = NodeInventory(hosts="n[1-2]")
+    assert fixed.name(["n3"]) == 0 and not fixed.admit("n3") and fixed.named == set()
+    assert NodeInventory(pattern=r"n\d+").name(["gpu1", "n7"]) == 1  # the site's node rule holds for Slurm names
 
 
 def test_inventory_from_hostlist_admits_only_listed_nodes():
