@@ -27,9 +27,11 @@ demo: setup
 	$(HPCGUARD) demo
 
 # The quick suite (minutes): everything but the fault suite, spread over xdist workers that
-# share one embedded broker; the tests that need the real Slurm controller run on one worker.
+# share one embedded broker; then the tests of the real Slurm controller in one process (one
+# cluster, and the host's munged, per run).
 test: setup system-deps
-	$(VENV)/bin/pytest -m "not faults" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not faults and not slurm" -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "slurm and not faults" $(PYTEST_ARGS)
 
 # The fault suite: fault injection, multi-worker determinism, long end-to-end runs. One file
 # per xdist worker: tests/test_faults.py shares one clean run (a module fixture) between its faults.

@@ -7,8 +7,8 @@ controller when pytest-xdist spreads the tests over workers (they all get its ad
 through ``HPCGUARD_TEST_BOOTSTRAP``), else lazily in the one process.  Every test uses
 topics and app ids of its own, so the workers never meet on the broker.
 
-Tests that need the real Slurm controller run on one xdist worker (group ``slurm``):
-the controller's munged is shared by the host, and one cluster per run is enough.
+Tests that need the real Slurm controller (marker ``slurm``) run after the others, in one
+process: the host's munged is shared, and one cluster per run is enough (``make test``).
 """
 from __future__ import annotations
 
@@ -52,12 +52,6 @@ def pytest_unconfigure(config):
         _RUN_BROKER.stop()
         os.environ.pop("HPCGUARD_TEST_BOOTSTRAP", None)
         _RUN_BROKER = None
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if "slurm_cluster" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 import json
 import stat
 
+import pytest
+
 from typer.testing import CliRunner
 
 from hpcguard.cli import app
@@ -87,6 +89,7 @@ def test_usage_errors_are_clear(tmp_path):
     assert res.exit_code == 2 and "COUNT/WINDOW_S" in res.output
 
 
+@pytest.mark.slurm
 def test_act_against_real_slurm(slurm_cluster, tmp_path):
     slurm_cluster.reset_nodes()
     try:

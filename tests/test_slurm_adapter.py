@@ -16,6 +16,8 @@ from hpcguard.connectors.slurm_poller import SlurmPoller
 
 OPEN = dict(job_cooldown_s=0.0, node_cooldown_s=0.0, max_drained_fraction=1.0)
 
+pytestmark = pytest.mark.slurm  # the run's one Slurm cluster: make test runs these in one process
+
 
 # ----------------------------------------------------------------------------- parsing (no Slurm needed)
 def test_parse_kv_line_keeps_spaces_in_values():
