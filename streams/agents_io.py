@@ -29,6 +29,28 @@ from hpcguard.streams.liveness import StreamWait, backlogged
 from hpcguard.streams.topics import out
 
 BATCH, WITHIN_S = 2000, 0.05
+# input bytes applied per saved state record: a batch's delta holds the IO seconds it added, and a changelog
+# record must stay well under the producer's 1 MB request size (a worker catching up on NodeSamples batches
+# once crashed on a 1.0 MB delta)
+SAVE_EVERY_BYTES = 256 * 1024
+
+
+def bounded(events: list, limit: int = SAVE_EVERY_BYTES) -> list[list]:
+    """``events`` cut into runs of at most ``limit`` raw bytes (one event alone may exceed it), in order.
+
+    >>> from types import SimpleNamespace as E
+    >>> [len(part) for part in bounded([E(value=b"x" * 100)] * 5, limit=250)]
+    [2, 2, 1]
+    """
+    parts, part, size = [], [], 0
+    for ev in events:
+        n = len(ev.value) if isinstance(ev.value, (bytes, bytearray, str)) else 0
+        if part and size + n > limit:
+            parts.append(part)
+            part, size = [], 0
+        part.append(ev)
+        size += n
+    return parts + [part] if part else parts
 
 
 def canario_state(settings):
@@ -212,7 +234,8 @@ def register(app: faust.App) -> None:
     @app.agent(hpc.topics.samples_io, name="io-windows")
     async def io_windows(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
-            await io_batch(events)
+            for part in bounded(events):  # one state record per part, each with the offsets it holds
+                await io_batch(part)
 
     @app.timer(1.0, name="idle-io-nodes")
     async def idle_io_nodes() -> None:

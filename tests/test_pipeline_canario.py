@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from _pipeline import WorkerProcess
+from hpcguard.connectors.kafka import ensure_topics
 from hpcguard.simulators.pfs import simulate_pfs
 
 pytestmark = pytest.mark.broker
@@ -42,13 +43,17 @@ def test_pfs_episode_is_detected_online(kafka_settings, tmp_path):
     # machine the probe hop (probes → internal.probes) can stand still longer than the 10 s default
     env = {"HPCGUARD_WORKER__IO_INITIAL_BANK_H": "5", "HPCGUARD_WORKER__PROBE_BASELINE_RUNS": "5",
            "HPCGUARD_WORKER__JOB_WAIT_S": "30"}
-    with WorkerProcess(kafka_settings, tmp_path, roles=["io"], env=env) as w:
-        # probes complete before the windows they label are judged, as in a live system with lag
-        merged = sorted([(w.topics.samples_io, kv, kv[1]["samples"][-1]["time"]) for kv in samples]
-                        + [(w.topics.probes, kv, kv[1]["end"]) for kv in probes], key=lambda x: x[2])
-        # the job source's progress marker: no job runs until the end, so no IO action waits for the job stream
-        w.produce(w.topics.jobs, [("", {"event": "progress", "time": t0 + HOURS * 3600.0, "v": 1})])
-        w.produce_many([(topic, kv) for topic, kv, _ in merged])
+    w = WorkerProcess(kafka_settings, tmp_path, roles=["io"], env=env)
+    # probes complete before the windows they label are judged, as in a live system with lag
+    merged = sorted([(w.topics.samples_io, kv, kv[1]["samples"][-1]["time"]) for kv in samples]
+                    + [(w.topics.probes, kv, kv[1]["end"]) for kv in probes], key=lambda x: x[2])
+    # all of it before the worker starts: it drains a 16 h backlog in large batches, whose state records must
+    # stay under the producer's request size (a 1 MB delta once crashed the worker)
+    ensure_topics(kafka_settings, w.topics.all(), w.partitions)
+    # the job source's progress marker: no job runs until the end, so no IO action waits for the job stream
+    w.produce(w.topics.jobs, [("", {"event": "progress", "time": t0 + HOURS * 3600.0, "v": 1})])
+    w.produce_many([(topic, kv) for topic, kv, _ in merged])
+    with w:
         windows = w.wait_for(w.topics.io_degradation, lambda r: len(r) >= HOURS * 60 - 2, timeout_s=240)
         log = w.log()
 
