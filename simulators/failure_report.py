@@ -52,6 +52,13 @@ def evaluate_failure_model(model: str, data_dirs: Sequence[str], *, report: Opti
     if trained_with and trained_with != mapping.digest:
         notes.append(f"sensor map differs from the model's (model {trained_with[:12]}, now {mapping.digest[:12]})")
         notify("warning", notes[-1])
+    if manifest.get("metadata", {}).get("fpr_target_certified") is False:
+        meta = manifest["metadata"]
+        notes.append(f"the model's threshold does not certify fpr <= {meta.get('target_fpr')} with "
+                     f"{meta.get('fpr_confidence')} confidence: its training history was too small to certify it, "
+                     "so the strictest threshold was set (online, set one for a false-alarm budget: hpcguard train "
+                     "threshold)")
+        notify("warning", notes[-1])
     note("loading the training data")
     dirs = [d for d in (train_data or manifest.get("metadata", {}).get("data_dirs", [])) if Path(d).is_dir()]
     train_recs = [ft.load_recorded(d, ensemble.grid_s, mapping, settings) for d in dirs]
@@ -71,6 +78,7 @@ def evaluate_failure_model(model: str, data_dirs: Sequence[str], *, report: Opti
         except ValueError as exc:
             raise TrainingError(f"{d}: {exc}") from exc
         result.update({"model": str(model), "data": str(d), "coverage": coverage["shares"],
+                       "threshold_certified": manifest.get("metadata", {}).get("fpr_target_certified", True),
                        "coverage_warnings": coverage["warnings"], "notes": notes})
         if report:
             note("plots")
@@ -179,6 +187,8 @@ def markdown(result: dict) -> str:
                   f"{p['tpr']:.4f} of the {p['failures']} failures with a precursor"]
     if result.get("targets"):
         lines += ["", "Against the prediction targets (the model's own threshold):", ""] + _targets_table(result["targets"])
+        if result.get("threshold_certified") is False:
+            lines.append("- the model's threshold is not certified: its training history could not bound the fpr target")
         if not result.get("precursor_known", True):
             lines.append("- the data does not say which failures had a precursor: every failure is counted as one")
     if result.get("by_family"):

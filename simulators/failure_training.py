@@ -334,6 +334,11 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
     meta["simulated_look_alikes"] = ({**shape, "histories": look_k} if look_alike_only else None)
     site_map = sensor_map or settings.worker.sensor_map
     meta["sensor_map"] = str(Path(site_map).resolve()) if site_map else "default"
+    # the threshold's fpr bound holds only when the calibration events could certify the target: say so in the
+    # manifest, so evaluate failure and an operator see it (the threshold is then the strictest one)
+    certified = fpr_confidence is None or target_fpr is None or bool(report["voter"]["target_met"])
+    if not certified:
+        meta["fpr_target_certified"] = False
     note("writing model")
     try:
         save_model(ensemble, out, meta)
@@ -364,12 +369,9 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
             note_that(f"the conv encoder was fitted on {meta['encoder']['failures']} failures; it needs about "
                       f"{CONV_MIN_FAILURES} or more to beat --features robust (--simulated-prior 24 brings about "
                       "3,000)")
-    if fpr_confidence is not None and target_fpr is not None and not report["voter"]["target_met"]:
-        # zero false positives among n healthy events still leave a rate up to about 3/n plausible
-        note_that(f"{lstm['validation_ok_effective']} healthy calibration events cannot keep fpr <= {target_fpr:g} "
-                  f"with {fpr_confidence:g} confidence: the threshold is the strictest one (fpr {lstm['fpr']:.2g}, "
-                  f"at most {lstm['fpr_upper']:.2g}); --calibration-ok {round(60 / target_fpr)} or more history "
-                  "lets it")
+    if not certified:
+        note_that(uncertified_advice(lstm["validation_ok_effective"], target_fpr, fpr_confidence, lstm["fpr"],
+                                     lstm["fpr_upper"], calibration_ok, span))
     if spread and fpr_confidence is not None and target_fpr is not None and meta.get("own_parts", len(data)) == 1:
         # measured: a threshold kept on one history's rate, the next histories' rates 1.4-2.9 times it
         # (docs/results.md, "One own history: the rate's spread it cannot see")
@@ -378,6 +380,31 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
                   "one of two days or more) and the bound counts their spread")
     summary["metadata"] = {k: v for k, v in meta.items() if k != "metrics"}
     return summary
+
+
+def uncertified_advice(have: int, target_fpr: float, confidence: float, fpr: float, fpr_upper: float,
+                       calibration_ok: int, span: str) -> str:
+    """What to say when ``have`` healthy calibration events cannot keep fpr <= ``target_fpr`` with ``confidence``:
+    advice names only what would change the outcome (a larger ``--calibration-ok`` only while the one in use is
+    below what the target needs; else more history, or the whole history as the calibration span).
+
+    >>> uncertified_advice(750, 2e-4, 0.95, 0.0, 4e-3, 1500, "validation").endswith(
+    ...     "--calibration-ok 300000 with enough history lets it")
+    True
+    >>> "--calibration-ok" in uncertified_advice(8756, 2e-4, 0.95, 0.0, 3.4e-4, 300000, "validation")
+    False
+    """
+    # zero false positives among n healthy events still leave a rate up to about 3/n plausible (weighted draws: 60/n)
+    needed = round(60 / target_fpr)
+    said = (f"{have} healthy calibration events cannot keep fpr <= {target_fpr:g} with {confidence:g} confidence: "
+            f"the threshold is the strictest one (fpr {fpr:.2g}, at most {fpr_upper:.2g}) and the model's manifest "
+            "says the target is not certified; ")
+    if calibration_ok < needed:
+        return said + f"--calibration-ok {needed} with enough history lets it"
+    more = "" if span == "history" else ", or --calibration-span history (every hour of the history, not only " \
+                                        "the validation period)"
+    return (said + f"the history itself is too short: about {needed} healthy events are needed; train on more "
+            f"history{more}, or set the threshold for a false-alarm budget with 'hpcguard train threshold'")
 
 
 def calibrate_threshold(model: str, data_dirs: Sequence[str], out: str, false_alarms: float = 2.0,

@@ -867,6 +867,26 @@ def test_a_target_fpr_kept_with_confidence_says_when_the_history_cannot_bound_it
     assert "with 90 % confidence" in r.stdout and "cannot keep" not in r.output   # a loose ceiling is kept
 
 
+def test_advice_names_only_what_would_change_the_outcome(recorded):
+    """Issue 59 item 4: with --calibration-ok already at what 2e-4 needs, a short history cannot certify the
+    target; the note must not advise the value in use, the manifest and evaluate say it is not certified."""
+    model = recorded / "uncertified"
+    r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
+                            "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
+                            "--calibration-ok", "300000", "--json"])
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout)["notes"]
+    said = next(n for n in notes if "cannot keep fpr <= 0.0002" in n)
+    assert "--calibration-ok" not in said and "the history itself is too short" in said
+    assert "hpcguard train threshold" in said
+    assert json.loads((model / "manifest.json").read_text())["metadata"]["fpr_target_certified"] is False
+    r = runner.invoke(app, ["evaluate", "failure", "--model", str(model), "--data", str(recorded / "test"), "--json"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["threshold_certified"] is False
+    assert any("does not certify fpr <= 0.0002" in n for n in result["notes"])
+
+
 def test_a_prior_of_several_profiles_takes_turns_and_is_recorded(tmp_path, monkeypatch):
     """--prior-profile a,b: the K prior histories alternate between the profiles, each cached under its own
     profile with its own seeds; the manifest names the profiles and every file trained on."""
