@@ -430,21 +430,35 @@ def _watched(app: Any) -> list:
 
 
 def _consumer_view(app: Any) -> str:
-    """What this worker's consumer holds, for the log: partitions not in its streams' flow, read offsets."""
+    """What this worker's consumer holds, for the log: partitions not in its streams' flow, read offsets,
+    faust's acknowledgement bookkeeping (faust keeps no public accessors for them)."""
     try:
-        consumer = app.consumer
-        changelogs = app.tables.changelog_topics
-        assigned = [tp for tp in consumer.assignment() if tp.topic not in changelogs]
+        return _consumer_state(app)
     except Exception as exc:  # noqa: BLE001 — a log line must not fail the check
         return f"consumer not known ({exc!r})"
+
+
+def _consumer_state(app: Any) -> str:
+    consumer = app.consumer
+    changelogs = app.tables.changelog_topics
+    assigned = [tp for tp in consumer.assignment() if tp.topic not in changelogs]
     paused = sorted(f"{tp.topic}/{tp.partition}" for tp in assigned if tp in consumer._paused_partitions)
     active = consumer._active_partitions
     inactive = sorted(f"{tp.topic}/{tp.partition}" for tp in assigned if active is not None and tp not in active)
     reads = {f"{tp.topic}/{tp.partition}": (consumer._read_offset.get(tp), consumer._committed_offset.get(tp))
              for tp in assigned}
+    # faust's ack bookkeeping: an offset listed twice in _acked (e.g. acked and also filled in from a gap)
+    # makes each commit advance one offset only (a crawl, not a standstill)
+    acks = {}
+    for tp in assigned:
+        acked, gaps = list(consumer._acked.get(tp) or ()), consumer._gap.get(tp)
+        if acked or gaps:
+            spans = sorted((iv.begin, iv.end) for iv in gaps) if gaps else []
+            acks[f"{tp.topic}/{tp.partition}"] = (len(acked), len(acked) - len(set(acked)),
+                                                  (min(acked), max(acked)) if acked else None, spans[:3])
     return (f"assigned {len(assigned)}, paused {paused or 'none'}, not fetched {inactive or 'none'}, "
             f"generation {getattr(app, 'consumer_generation_id', '?')}, flow {consumer.flow_active}, "
-            f"(read, faust committed) {reads}")
+            f"(read, faust committed) {reads}, (acked, listed twice, range, gaps) {acks or 'none'}")
 
 
 def _read_topics(app: Any) -> list[str]:
@@ -639,6 +653,8 @@ def install(app: Any, settings: Any) -> ProgressWatch:
     querying: list[float] = []  # when the broker query running in the executor started (empty: none runs)
     group_checked = [-float("inf")]  # when the group's backlog was last probed
     group_every_s = max(settings.check_every_s, settings.stall_after_s / 4)
+    aside_since: list[float] = []  # when the group check began to stand aside for a table recovery
+    warned: set = set()  # (partition, committed offset) whose standstill was logged
     verdicts: list[str] = []  # this check's stall verdicts from queries that could not look
 
     def _run_then_release(fn: Any, *args: Any) -> Any:
@@ -701,9 +717,17 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         if broker_commits is None or now - group_checked[0] < group_every_s:
             return None
         if getattr(app, "in_recovery", False):
-            log.info("group check stands aside: a table recovery runs")
+            aside_since[:] = aside_since or [now]
+            if now - aside_since[0] >= settings.stall_after_s and "aside" not in warned:
+                warned.add("aside")
+                log.warning("the group check has stood aside for a table recovery for %.0f s (offsets %s); %s",
+                            now - aside_since[0], recovery_offsets(), _consumer_view(app))
+            else:
+                log.info("group check stands aside: a table recovery runs")
             watch.forget_group()  # a table recovery holds every input back on purpose (observe_recovery bounds it)
             return None
+        aside_since.clear()
+        warned.discard("aside")
         group_checked[0] = now
         topics = _read_topics(app)
         backlog = await broker_query("the group's backlog query", broker_commits.backlog, topics)
@@ -711,11 +735,19 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             log.info("group check: no answer (%d topics)", len(topics))
             return None
         mine = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
+        named = {f"{t}/{p}": v for (t, p), v in backlog.items()}
         if log.isEnabledFor(logging.INFO):
             log.info("group check: %d topics, behind %s; %s", len(topics),
-                     {f"{t}/{p}": v for (t, p), v in backlog.items() if v[1] > 0} or "none", _consumer_view(app))
-        return watch.observe_group(now, {f"{t}/{p}": v for (t, p), v in backlog.items()},
-                                   {f"{t}/{p}" for t, p in mine})
+                     {tp: v for tp, v in named.items() if v[1] > 0} or "none", _consumer_view(app))
+        verdict = watch.observe_group(now, named, {f"{t}/{p}" for t, p in mine})
+        # half way to a verdict: once per partition and committed offset, what this worker holds (the evidence
+        # for a standstill that ends in no verdict, or in one)
+        for tp, (done, since) in watch.group.items():
+            if now - since >= settings.stall_after_s and (tp, done) not in warned:
+                warned.add((tp, done))
+                log.warning("the group has not committed %s past %s for %.0f s (%s records follow); %s", tp, done,
+                            now - since, named.get(tp, (None, "?"))[1], _consumer_view(app))
+        return verdict
 
     async def verdict_now() -> str | None:
         verdicts.clear()
@@ -739,8 +771,14 @@ def install(app: Any, settings: Any) -> ProgressWatch:
         verdict = verdict or await group_verdict(now) or watch.observe_recovery(now, recovery_offsets())
         return verdict or next(iter(verdicts), None)
 
+    started: list[bool] = []
+
     async def check_liveness() -> None:
         nonlocal reported
+        if not started:  # evidence in the log that the timer runs (faust starts it once the first recovery ended)
+            started.append(True)
+            log.info("liveness check started (every %.0f s, stall after %.0f s)", settings.check_every_s,
+                     settings.stall_after_s)
         try:
             verdict = await verdict_now()
             looked("the liveness check", True)

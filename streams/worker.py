@@ -82,6 +82,83 @@ def build_pipeline(settings: Settings, roles: Iterable[str] = ROLES, adapter=Non
                     mapping=mapping, info=check_mapping(mapping, predictor) if predictor is not None else {})
 
 
+def fill_gaps_once(consumer_class=None) -> None:
+    """Make Faust's commit offsets count each offset once when it fills a gap (installed by :func:`run_worker`).
+
+    Faust commits a partition up to the first run of consecutive offsets in its list of acknowledged
+    offsets (``Consumer._new_offset``).  When its read offset jumps (``_drain_messages`` sees a record
+    more than one past the read offset), it records the offsets in between as a *gap* and later adds
+    them to that list as if acknowledged, without asking whether they were acknowledged already.  They
+    can be: after a restart with a backlog, Faust's recovery resumes the stream partitions while the
+    fetcher runs and only then seeks to the committed offsets, so records fetched in that window are
+    delivered and acknowledged and the seek then sets the read offset back to the committed one; the
+    next record makes a gap over exactly those records.  Each of them is then listed twice, every
+    commit advances one offset only (every ``broker_commit_interval``, 2.8 s), and the group's
+    committed offset crawls through the range: 752 ``raw.ipmi`` records uncommitted for 400 s in
+    ``test_kill_inside_the_adapter``, and no stall verdict, because the committed offset moves.
+
+    Here offsets of a gap that are acknowledged already are not added again, and the ones added join
+    the acknowledged index, so a later acknowledgement of one of them is not listed again either.
+
+    >>> import asyncio
+    >>> from collections import defaultdict
+    >>> from types import SimpleNamespace
+    >>> from intervaltree import IntervalTree
+    >>> from faust.transport.consumer import Consumer
+    >>> def after_restart(new_offset):  # committed 285; 285-330 acknowledged, then read offset reset, gap 286-331
+    ...     c = SimpleNamespace(_acked=defaultdict(list), _acked_index=defaultdict(set), _gap=defaultdict(IntervalTree),
+    ...                         _committed_offset=defaultdict(lambda: None))
+    ...     c._committed_offset["t"] = 285
+    ...     c._acked["t"].extend(range(285, 331)); c._acked_index["t"].update(range(285, 331))
+    ...     asyncio.run(Consumer._add_gap(c, "t", 286, 331))
+    ...     c._acked["t"].extend(range(331, 1173)); c._acked_index["t"].update(range(331, 1173))
+    ...     commits = []
+    ...     for _ in range(3):
+    ...         commits.append(new_offset(c, "t")); c._committed_offset["t"] = commits[-1]
+    ...     return commits
+    >>> after_restart(_faust_new_offset())  # Faust's own: one offset per commit
+    [287, 288, 289]
+    >>> after_restart(_new_offset_filling_gaps_once)  # every acknowledged offset at once
+    [1173, None, None]
+    """
+    from faust.transport.consumer import Consumer
+
+    cls = consumer_class or Consumer
+    if getattr(cls._new_offset, "fills_gaps_once", False):
+        return
+    _faust_new_offset()  # kept before it is replaced
+    cls._new_offset = _new_offset_filling_gaps_once
+
+
+def _new_offset_filling_gaps_once(self, tp):
+    """Faust's ``Consumer._new_offset`` after moving the gaps below the newest acknowledged offset into the
+    acknowledged offsets, each offset once (see :func:`fill_gaps_once`)."""
+    acked, gaps = self._acked[tp], self._gap.get(tp)
+    if acked and gaps:
+        spans = gaps.overlap(0, max(acked))
+        if spans:
+            index = self._acked_index[tp]
+            filled = {o for span in spans for o in range(span.begin, span.end)} - index - set(acked)
+            acked.extend(filled)
+            index.update(filled)
+            gaps.chop(0, max(max(span.end for span in spans), max(acked) + 1))
+    return _faust_new_offset()(self, tp)
+
+
+_new_offset_filling_gaps_once.fills_gaps_once = True  # type: ignore[attr-defined]
+_FAUST: list = []  # Faust's own Consumer._new_offset (imported late: faust is heavy)
+
+
+def _faust_new_offset():
+    if not _FAUST:
+        from faust.transport.consumer import Consumer
+
+        own = Consumer.__dict__["_new_offset"]
+        assert not getattr(own, "fills_gaps_once", False), "Faust's _new_offset was replaced before it was kept"
+        _FAUST.append(own)
+    return _FAUST[0]
+
+
 def run_worker(settings: Settings, roles: Iterable[str] = ROLES, loglevel: str = "warning", adapter=None) -> None:
     """Create the topics, build the app and run it until SIGTERM/SIGINT."""
     from faust.worker import Worker
@@ -95,6 +172,7 @@ def run_worker(settings: Settings, roles: Iterable[str] = ROLES, loglevel: str =
     topics = TopicNames.from_settings(settings.topics)
     ensure_topics(settings.kafka, topics.all(), settings.topics.partitions, settings.topics.replication)
     pipeline = build_pipeline(settings, roles, adapter)
+    fill_gaps_once()  # Faust's commit offsets crawl after a restart with a backlog otherwise
     app = create_app(pipeline)
     start_metrics_server(settings.worker.metrics_port, settings.worker.metrics_addr)
     worker = Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
