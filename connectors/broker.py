@@ -135,12 +135,14 @@ class EmbeddedBroker:
         if self.process is None:
             raise BrokerError("the broker is not running")
         self.process.send_signal(signal.SIGSTOP)
+        _wait_state(self.process.pid, stopped=True)  # a signal is delivered asynchronously: wait until it took
 
     def thaw(self) -> None:
         """SIGCONT a frozen broker."""
         if self.process is None:
             raise BrokerError("the broker is not running")
         self.process.send_signal(signal.SIGCONT)
+        _wait_state(self.process.pid, stopped=False)
 
     def __enter__(self) -> "EmbeddedBroker":
         return self.start()
@@ -259,6 +261,21 @@ def _exited(proc: subprocess.Popen, timeout_s: float | None) -> bool:
             return False
         time.sleep(delay)
         delay = min(2 * delay, 0.05)
+
+
+def _wait_state(pid: int, stopped: bool, timeout_s: float = 5.0) -> None:
+    """Wait until ``pid`` is (or is no longer) stopped by a signal, as /proc says; no-op where /proc is missing."""
+    path = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = path.read_text().rsplit(")", 1)[1].split()[0]  # after the command name, which may hold spaces
+        except (OSError, IndexError):
+            return
+        if (state in ("T", "t")) == stopped:
+            return
+        time.sleep(0.01)
+    raise BrokerError(f"the broker (pid {pid}) did not {'stop' if stopped else 'continue'} within {timeout_s} s")
 
 
 def _stop(proc: subprocess.Popen | None, timeout_s: float, thaw: bool = False) -> None:
