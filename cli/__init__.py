@@ -15,11 +15,13 @@ from hpcguard.cli import (  # noqa: F401
     cluster,
     demo,
     failure,
+    label,
     online,
     ops,
     pipeline,
     policies,
     replay,
+    savings,
     simulate,
 )
 from hpcguard.cli.common import (  # noqa: F401  (the command line's API: tests and scripts import these)

@@ -22,11 +22,12 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.cli.common import CONFIG, app, emit_json, fail, load_settings
+from hpcguard.cli.common import _BUILT_IN, CONFIG, app, emit_json, fail, flag, load_settings, opt
 
-EXIT_CODES = {"applied": 0, "skipped": 0, "duplicate": 0, "failed": 1, "unknown": 1, "refused": 3}
-ledger_app = typer.Typer(help="The site's action ledger (settings adapter.ledger): list outcomes, resolve "
-                              "interrupted or failed actions.", no_args_is_help=True)
+GOVERNOR, ADAPTERS = "Governor", "Slurm and command adapters"
+
+EXIT_CODES = {"applied": 0, "skipped": 0, "would_apply": 0, "duplicate": 0, "failed": 1, "unknown": 1, "refused": 3}
+ledger_app = typer.Typer(help="The site's action ledger: list outcomes, settle actions.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 
 
@@ -62,46 +63,52 @@ def _pairs(values: List[str], what: str) -> dict[str, str]:
 
 @app.command("act")
 def act(
-    action_json: str = typer.Argument(..., metavar="ACTION_JSON",
-                                      help="The action: a JSON file, '-' for stdin, or an inline JSON object."),
-    adapter: Optional[str] = typer.Option(None, "--adapter", "-a",
-                                          help="slurm, dry-run, command or simulator (default: settings adapter.kind)."),
+    action_json: str = typer.Argument(..., metavar="ACTION_JSON", show_default=False,
+                                      help="A file, '-' (stdin) or inline JSON."),
+    adapter: Optional[str] = opt(None, "--adapter", "-a", metavar="NAME", show_default=_BUILT_IN.adapter.kind,
+                                 help="slurm, command, simulator."),
     config: Optional[str] = CONFIG,
-    audit_log: Optional[str] = typer.Option(None, "--audit-log", help="JSONL audit log of the dry-run adapter."),
-    governor_config: Optional[str] = typer.Option(None, "--governor-config",
-                                                  help="TOML file with governor limits (keys of GovernorConfig, "
-                                                       "top level or in a [governor] table)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Check every governor limit but execute nothing."),
-    total_nodes: Optional[int] = typer.Option(None, "--total-nodes", help="Cluster size for the drain ceiling "
-                                              "(default: ask the scheduler)."),
-    max_drained_fraction: Optional[float] = typer.Option(None, "--max-drained-fraction",
-                                                         help="Most nodes hpcguard may hold drained, as a fraction."),
-    job_cooldown_s: Optional[float] = typer.Option(None, "--job-cooldown-s", help="Cool-down per job (s)."),
-    node_cooldown_s: Optional[float] = typer.Option(None, "--node-cooldown-s", help="Cool-down per node (s)."),
-    rate_limit: List[str] = typer.Option([], "--rate-limit", help="KIND=COUNT/WINDOW_S, e.g. drain=5/3600 "
-                                         "(repeatable)."),
-    allow_partition: List[str] = typer.Option([], "--allow-partition", help="Only act on jobs in these partitions."),
-    deny_partition: List[str] = typer.Option([], "--deny-partition", help="Never act on jobs in these partitions."),
-    allow_user: List[str] = typer.Option([], "--allow-user", help="Only act on jobs of these users."),
-    deny_user: List[str] = typer.Option([], "--deny-user", help="Never act on jobs of these users."),
-    deny_job: List[str] = typer.Option([], "--deny-job", help="Never act on these job ids."),
-    slurm_conf: Optional[str] = typer.Option(None, "--slurm-conf", help="slurm.conf for the Slurm commands "
-                                             "(SLURM_CONF)."),
-    checkpoint_signal: str = typer.Option("USR1", "--checkpoint-signal", help="Signal that asks a job to checkpoint."),
-    signal_scope: str = typer.Option("batch", "--signal-scope", help="batch, full or steps (scancel --batch/--full)."),
-    migrate_grace_s: float = typer.Option(30.0, "--migrate-grace-s", help="Wait between the checkpoint signal and "
-                                          "the requeue of a migrated job."),
-    migrate_hook: Optional[str] = typer.Option(None, "--migrate-hook", help="Executable for live migration "
-                                               "(HOOK JOBID NODE...), instead of requeue."),
-    command: List[str] = typer.Option([], "--command", help="KIND=/abs/path/executable for the command adapter "
-                                      "(repeatable)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the ack as JSON."),
+    audit_log: Optional[str] = opt(None, "--audit-log", panel=ADAPTERS, metavar="FILE",
+                                   help="Dry-run adapter's JSONL log."),
+    governor_config: Optional[str] = opt(None, "--governor-config", panel=GOVERNOR, metavar="FILE",
+                                         help="Limits TOML (GovernorConfig keys)."),
+    dry_run: bool = flag(False, "--dry-run", help="Check every governor limit, execute nothing."),
+    # the shown defaults are GovernorConfig's (connectors/governor.py, not imported here: it is slow)
+    total_nodes: Optional[int] = opt(None, "--total-nodes", panel=GOVERNOR, metavar="N",
+                                     show_default="scheduler's", help="Cluster size."),
+    max_drained_fraction: Optional[float] = opt(None, "--max-drained-fraction", panel=GOVERNOR, metavar="F",
+                                                show_default="0.1", help="Share drained at most."),
+    job_cooldown_s: Optional[float] = opt(None, "--job-cooldown-s", panel=GOVERNOR, metavar="S",
+                                          show_default="300", help="Cool-down per job."),
+    node_cooldown_s: Optional[float] = opt(None, "--node-cooldown-s", panel=GOVERNOR, metavar="S",
+                                           show_default="600", help="Cool-down per node."),
+    rate_limit: List[str] = opt([], "--rate-limit", panel=GOVERNOR, metavar="SPEC",
+                                help="KIND=COUNT/WINDOW_S; repeatable."),
+    allow_partition: List[str] = opt([], "--allow-partition", panel=GOVERNOR, metavar="NAME",
+                                     help="Only jobs of this partition; repeat."),
+    deny_partition: List[str] = opt([], "--deny-partition", panel=GOVERNOR, metavar="NAME",
+                                    help="Never jobs of this partition; repeat."),
+    allow_user: List[str] = opt([], "--allow-user", panel=GOVERNOR, metavar="NAME",
+                                help="Only jobs of this user; repeat."),
+    deny_user: List[str] = opt([], "--deny-user", panel=GOVERNOR, metavar="NAME",
+                               help="Never jobs of this user; repeat."),
+    deny_job: List[str] = opt([], "--deny-job", panel=GOVERNOR, metavar="ID", help="Never this job id; repeat."),
+    slurm_conf: Optional[str] = opt(None, "--slurm-conf", panel=ADAPTERS, metavar="FILE",
+                                    help="slurm.conf (SLURM_CONF)."),
+    checkpoint_signal: str = opt("USR1", "--checkpoint-signal", panel=ADAPTERS, metavar="SIG",
+                                 help="Checkpoint signal."),
+    signal_scope: str = opt("batch", "--signal-scope", panel=ADAPTERS, metavar="SCOPE", help="batch, full or steps."),
+    migrate_grace_s: float = opt(30.0, "--migrate-grace-s", panel=ADAPTERS, metavar="S",
+                                 help="Wait before requeue."),
+    migrate_hook: Optional[str] = opt(None, "--migrate-hook", panel=ADAPTERS, metavar="EXE",
+                                      help="Live migration: HOOK JOBID NODE..."),
+    command: List[str] = opt([], "--command", panel=ADAPTERS, metavar="KIND=EXE",
+                             help="Command adapter's executable; repeat."),
+    json_out: bool = flag(False, "--json", help="Print the ack as JSON."),
 ) -> None:
     """Apply ONE action through the safety governor and print the ack.
 
-    The site's ledger (settings adapter.ledger) records it: an id seen before is answered from it (duplicate).
-
-    Exit status: 0 applied/skipped/duplicate, 1 failed/unknown, 3 refused, 2 usage error.
+    Exit 0 applied/would_apply/skipped/duplicate, 1 failed/unknown, 3 refused.
     """
     from hpcguard.connectors.governor import Governor, GovernorConfig
     from hpcguard.connectors.validation import ValidationError
@@ -135,8 +142,9 @@ def act(
                         migrate_grace_s=migrate_grace_s, migrate_hook=migrate_hook)
         elif kind == "command" and command:  # else: settings adapter.commands
             opts = dict(commands={k: [v] for k, v in _pairs(command, "--command").items()})
-        elif kind == "dry-run" and audit_log:
-            opts = dict(audit_log=audit_log)
+        elif kind == "dry-run":  # its plan names the Slurm commands these options would run
+            opts = dict(audit_log=audit_log, checkpoint_signal=checkpoint_signal, signal_scope=signal_scope,
+                        migrate_grace_s=migrate_grace_s, migrate_hook=migrate_hook)
         elif kind == "simulator":
             opts = dict(total_nodes=total_nodes)
         governor = Governor.from_settings(settings, kind=kind, config=cfg, **opts)
@@ -173,17 +181,15 @@ def _when(t: Optional[float]) -> str:
 
 @ledger_app.command("list")
 def ledger_list(
-    status: Optional[str] = typer.Option(None, "--status", help="Only rows in this state: executing, applied, "
-                                         "skipped, refused, failed, unknown or retry."),
-    limit: int = typer.Option(200, "--limit", help="Most rows to show, newest claim first."),
+    status: Optional[str] = opt(None, "--status", metavar="STATE", help="Only rows in this state."),
+    limit: int = opt(200, "--limit", metavar="N", help="Most rows, newest claim first."),
     config: Optional[str] = CONFIG,
-    json_out: bool = typer.Option(False, "--json", help="Print the rows (with the stored actions) as JSON."),
+    json_out: bool = flag(False, "--json", help="Print the rows (and actions) as JSON."),
 ) -> None:
     """List the ledger's actions and their outcomes, newest first.
 
-    'executing' rows are in flight or were interrupted (the worker reconciles them at start).
-
-    'unknown' rows need an operator: check the scheduler, then 'hpcguard ledger resolve'.
+    'unknown' rows need an operator: check the scheduler, then 'ledger resolve'.
+    States and transitions: docs/ledger.md.
     """
     from hpcguard.connectors.governor import LEDGER_STATES
 
@@ -210,20 +216,16 @@ def ledger_list(
 
 @ledger_app.command("resolve")
 def ledger_resolve(
-    action_id: str = typer.Argument(..., metavar="ACTION_ID", help="The action to settle."),
-    as_: str = typer.Option(..., "--as", help="applied or failed (what the scheduler shows happened to an "
-                            "executing/unknown action), or retry (run it again on its next delivery)."),
-    note: str = typer.Option("", "--note", help="Why (kept in the row's detail)."),
+    action_id: str = typer.Argument(..., metavar="ACTION_ID", show_default=False, help="The action to settle."),
+    as_: str = opt(..., "--as", metavar="STATE", help="applied, failed or retry."),
+    note: str = opt("", "--note", metavar="TEXT", help="Why (kept in the row's detail)."),
     config: Optional[str] = CONFIG,
-    json_out: bool = typer.Option(False, "--json", help="Print the updated row as JSON."),
+    json_out: bool = flag(False, "--json", help="Print the updated row as JSON."),
 ) -> None:
     """Record an operator's finding for one action.
 
-    executing/unknown → applied, failed or retry; failed/refused/skipped → retry.
-
-    An applied action is final: a new decision needs a new action id.
-
-    'retry' lets the next delivery of the same action id (a replay, or 'hpcguard act') run it again.
+    executing/unknown → applied, failed or retry; failed, refused, skipped or
+    would_apply → retry (its next delivery runs it again); applied is final.
     """
     from hpcguard.connectors.governor import LedgerError
 

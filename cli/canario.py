@@ -6,21 +6,24 @@ from typing import Optional
 
 import typer
 
-from hpcguard.cli.common import emit_json, evaluate_app, fail, simulate_app
+from hpcguard.cli.common import emit_json, evaluate_app, fail, flag, opt, simulate_app
 
 
 @simulate_app.command("pfs")
 def simulate_pfs_cmd(
-    out: str = typer.Option(..., "--out", help="Recorded-data directory to write."),
-    hours: float = typer.Option(96.0, "--hours", help="Simulated span in hours (the detector needs > 24 h)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed."),
-    start: float = typer.Option(1_700_000_000.0, "--start", help="Start epoch (s)."),
-    episodes_per_day: float = typer.Option(3.0, "--episodes-per-day", help="Mean PFS degradation episodes per day."),
-    jobs_per_hour: float = typer.Option(30.0, "--jobs-per-hour", help="Mean user-job submissions per hour."),
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    out: str = opt(..., "--out", metavar="DIR", help="Directory to write."),
+    hours: float = opt(96.0, "--hours", metavar="H", help="Span, over 24 h."),
+    seed: int = opt(0, "--seed", metavar="N", help="Random seed."),
+    start: float = opt(1_700_000_000.0, "--start", metavar="EPOCH", help="First second."),
+    episodes_per_day: float = opt(3.0, "--episodes-per-day", metavar="N", help="Degradation episodes."),
+    jobs_per_hour: float = opt(30.0, "--jobs-per-hour", metavar="N", help="Job submissions."),
+    json_out: bool = flag(False, "--json", help="Print a JSON summary."),
 ) -> None:
-    """Simulate PFS degradation episodes, the five canary probes (Tab. 4.1), job scripts with
-    ground-truth IO sensitivity and the 1 s system IO; write them under --out."""
+    """Simulate PFS degradations, canary probes and jobs (CanarIO).
+
+    The five canary probes (Tab. 4.1), job scripts with ground-truth IO
+    sensitivity and the 1 s system IO, written under --out (docs/formats.md).
+    """
     import numpy as np
 
     from hpcguard.simulators.pfs import simulate_pfs, write_pfs
@@ -93,17 +96,20 @@ def _plots(result: dict, report: str) -> list[str]:
 
 @evaluate_app.command("canario")
 def evaluate_canario_cmd(
-    data: str = typer.Option(..., "--data", help="Directory written by `hpcguard simulate pfs`."),
-    report: Optional[str] = typer.Option(None, "--report", help="Directory for PNG plots (Figs. 4.12, 4.13, 4.15)."),
-    models: str = typer.Option("knn,rf,dt", "--models", help="Comma-separated detector models: knn, rf, dt."),
-    initial_bank_h: float = typer.Option(24.0, "--initial-bank-hours", help="Initial training bank (hours)."),
-    retrain_min: float = typer.Option(10.0, "--retrain-minutes", help="Detector retraining cadence (minutes)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the job classifier."),
-    json_out: bool = typer.Option(False, "--json", help="Print the evaluation as JSON."),
+    data: str = opt(..., "--data", metavar="DIR", help="Written by 'simulate pfs'."),
+    report: Optional[str] = opt(None, "--report", metavar="DIR", help="PNG plots (Figs. 4.12, 4.13, 4.15)."),
+    models: str = opt("knn,rf,dt", "--models", metavar="LIST", help="Detector models."),
+    initial_bank_h: float = opt(24.0, "--initial-bank-hours", metavar="H", help="Training bank."),
+    retrain_min: float = opt(10.0, "--retrain-minutes", metavar="M", help="Retraining cadence."),
+    seed: int = opt(0, "--seed", metavar="N", help="Job classifier's seed."),
+    json_out: bool = flag(False, "--json", help="Print the evaluation as JSON."),
 ) -> None:
-    """Replay a recorded run through CanarIO: k-NN/RF/DT degradation detection at thresholds
-    0–100 % (Figs. 4.12–4.13), the PRIONN job classifier's TPR/TNR (§4.4) and the node-hours
-    an IO-aware replacement recovers versus the probes' cost (§4.6)."""
+    """Replay a recorded run through CanarIO and score it.
+
+    k-NN/RF/DT degradation detection at thresholds 0–100 % (Figs. 4.12–4.13),
+    the PRIONN job classifier's TPR/TNR (§4.4) and the node-hours an IO-aware
+    replacement recovers versus the probes' cost (§4.6).
+    """
     from rich.progress import Progress
 
     from hpcguard.connectors.canario_io import read_pfs

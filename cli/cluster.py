@@ -10,13 +10,13 @@ from typing import List, Optional
 
 import typer
 
-from hpcguard.cli.common import emit_json, evaluate_app, fail, simulate_app, trace_app
+from hpcguard.cli.common import emit_json, evaluate_app, fail, flag, opt, simulate_app, trace_app
 
-WORKLOAD_HELP = "SWF trace file (plain or .gz) or 'synthetic' (FARS §5.2.1 exponential workload)."
-FAILURES_HELP = ("lanl:FILE:SYSTEM (real LANL failure records, repair times from the records), "
-                 "weibull:shape=S,mtbf=24h[,mttr=45m] or exponential:mtbf=14d[,mttr=45m] (per-node MTBF and mean "
-                 "repair time as durations: s, m, h, d; a plain number is hours), or none.")
-PREDICTOR_HELP = "Emulated predictor (FARS §5.1): precision=P,recall=R,lead=5m."
+# One help line per option; the specs' syntax at length: docs/site-guide.md, "Other commands' options".
+WORKLOAD_HELP = "SWF trace or synthetic."
+FAILURES_HELP = "Failure source."
+PREDICTOR_HELP = "Emulated predictor (FARS §5.1)."
+WORKLOAD = "Workload and IO"
 DEFAULT_POLICIES = "fcfs,sul-d,jfr-d,fsd-d,daly,aware,multilevel-bb,multilevel-safeguard,multilevel"
 
 
@@ -134,22 +134,19 @@ def _run_one(name: str, wl, n_nodes, fl, pred, precision, io, seed, show_progres
 
 
 _COMMON = dict(
-    workload=typer.Option("synthetic", "--workload", help=WORKLOAD_HELP),
-    nodes=typer.Option(None, "--nodes", help="Cluster size (default: SWF MaxNodes, 512 for synthetic)."),
-    failures=typer.Option("exponential:mtbf=14d", "--failures", help=FAILURES_HELP),
-    predictor=typer.Option(None, "--predictor", help=PREDICTOR_HELP),
-    days=typer.Option(None, "--days", help="Only jobs submitted in the first D days."),
-    seed=typer.Option(0, "--seed", help="Random seed (workload, failures, predictor)."),
-    jobs=typer.Option(5000, "--jobs", help="Synthetic workload: number of jobs."),
-    utilization=typer.Option(0.7, "--utilization", help="Synthetic workload: offered load."),
-    pfs_event=typer.Option([], "--pfs-event", help="Inject a PFS degradation START:DURATION (e.g. 2h:3h); repeat."),
-    io_limit=typer.Option(None, "--io-limit", help="System IO limit (units of mean job IO demand × 20)."),
-    io_sensitive=typer.Option(0.0, "--io-sensitive", help="Fraction of IO-sensitive jobs (seed 004 §4.3)."),
-    costs=typer.Option(None, "--costs", help="Fault-tolerance costs, e.g. ckpt=3m,restart=3m,fars_overhead=6m,"
-                       "fars_interval=30m,bb_ckpt=30s,bb_restart=30s,requeue=0 (defaults: FARS Tab. 3). Migration "
-                       "and safeguard-checkpoint times come from the 'policy' section of --config, as in the worker."),
-    config=typer.Option(None, "--config", help="Settings file (TOML); its 'policy' section is the site cost model "
-                        "of the migrate/safeguard decisions (defaults: Summit, 41 s migration, 756 s safeguard)."),
+    workload=opt("synthetic", "--workload", metavar="SPEC", help=WORKLOAD_HELP),
+    nodes=opt(None, "--nodes", metavar="N", show_default="MaxNodes or 512", help="Cluster size."),
+    failures=opt("exponential:mtbf=14d", "--failures", metavar="SPEC", help=FAILURES_HELP),
+    predictor=opt(None, "--predictor", metavar="SPEC", help=PREDICTOR_HELP),
+    days=opt(None, "--days", metavar="D", help="Only jobs submitted in the first D days."),
+    seed=opt(0, "--seed", metavar="N", help="Random seed."),
+    jobs=opt(5000, "--jobs", panel=WORKLOAD, metavar="N", help="Synthetic: jobs."),
+    utilization=opt(0.7, "--utilization", panel=WORKLOAD, metavar="U", help="Synthetic: offered load."),
+    pfs_event=opt([], "--pfs-event", panel=WORKLOAD, metavar="START:DUR", help="PFS degradation, e.g. 2h:3h; repeat."),
+    io_limit=opt(None, "--io-limit", panel=WORKLOAD, metavar="X", help="System IO limit."),
+    io_sensitive=opt(0.0, "--io-sensitive", panel=WORKLOAD, metavar="F", help="Share of IO-sensitive jobs."),
+    costs=opt(None, "--costs", metavar="SPEC", show_default="FARS Tab. 3", help="ckpt=3m,restart=3m,..."),
+    config=opt(None, "--config", metavar="FILE", help="Site settings (policy section)."),
 )
 
 
@@ -157,16 +154,19 @@ _COMMON = dict(
 def simulate_cluster(
     workload: str = _COMMON["workload"], nodes: Optional[int] = _COMMON["nodes"],
     failures: str = _COMMON["failures"],
-    policy: str = typer.Option("fcfs", "--policy", help="none, fcfs (EASY + Young checkpoints), young, daly, aware, "
-                               "sul-d, jfr-d, fsd-d (FARS), multilevel-bb, multilevel-safeguard, multilevel, io-aware."),
+    policy: str = opt("fcfs", "--policy", metavar="NAME", help="Policy to run."),
     predictor: Optional[str] = _COMMON["predictor"], days: Optional[float] = _COMMON["days"],
     seed: int = _COMMON["seed"], jobs: int = _COMMON["jobs"], utilization: float = _COMMON["utilization"],
     pfs_event: List[str] = _COMMON["pfs_event"], io_limit: Optional[float] = _COMMON["io_limit"],
     io_sensitive: float = _COMMON["io_sensitive"], costs: Optional[str] = _COMMON["costs"],
     config: Optional[str] = _COMMON["config"],
-    json_out: bool = typer.Option(False, "--json", help="Print JSON (key 'metrics')."),
+    json_out: bool = flag(False, "--json", help="Print JSON (key 'metrics')."),
 ) -> None:
-    """Simulate a batch-scheduled cluster (FCFS + EASY backfilling) with failures under one policy."""
+    """Simulate an FCFS + EASY cluster with failures under one policy.
+
+    --policy: none, fcfs, young, daly, aware, sul-d, jfr-d, fsd-d, multilevel-bb,
+    multilevel-safeguard, multilevel, io-aware. Specs: docs/site-guide.md.
+    """
     from hpcguard.simulators.cluster import POLICIES
 
     if policy not in POLICIES:
@@ -193,17 +193,24 @@ def simulate_cluster(
 def evaluate_policies(
     workload: str = _COMMON["workload"], nodes: Optional[int] = _COMMON["nodes"],
     failures: str = _COMMON["failures"],
-    policies: str = typer.Option(DEFAULT_POLICIES, "--policies", help="Comma-separated policy names."),
-    baseline: str = typer.Option("fcfs", "--baseline", help="Policy the gains are measured against."),
-    predictor: Optional[str] = typer.Option("precision=0.7,recall=0.7,lead=5m", "--predictor", help=PREDICTOR_HELP),
+    policies: str = opt(DEFAULT_POLICIES, "--policies", metavar="LIST", show_default="the nine above",
+                        help="Comma-separated."),
+    baseline: str = opt("fcfs", "--baseline", metavar="NAME", help="Gains are measured against it."),
+    predictor: Optional[str] = opt("precision=0.7,recall=0.7,lead=5m", "--predictor", metavar="SPEC",
+                                   show_default="0.7, 0.7, 5m", help="Emulated (FARS §5.1)."),
     days: Optional[float] = _COMMON["days"], seed: int = _COMMON["seed"], jobs: int = _COMMON["jobs"],
     utilization: float = _COMMON["utilization"], pfs_event: List[str] = _COMMON["pfs_event"],
     io_limit: Optional[float] = _COMMON["io_limit"], io_sensitive: float = _COMMON["io_sensitive"],
     costs: Optional[str] = _COMMON["costs"], config: Optional[str] = _COMMON["config"],
-    plot: Optional[str] = typer.Option(None, "--plot", help="Write bar charts of the metrics to this PNG."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    plot: Optional[str] = opt(None, "--plot", metavar="PNG", help="Bar charts of the metrics."),
+    json_out: bool = flag(False, "--json", help="Print JSON."),
 ) -> None:
-    """Run several policies on the same workload and failures; table of FARS metrics and Kiviat gains."""
+    """Run policies on one workload and failures; Kiviat gains.
+
+    The FARS metrics per policy and its gain over --baseline. --policies: fcfs,
+    sul-d, jfr-d, fsd-d, daly, aware, multilevel-bb, multilevel-safeguard,
+    multilevel. Specs: docs/site-guide.md.
+    """
     from hpcguard.simulators.cluster import POLICIES
     from hpcguard.simulators.cluster_metrics import relative_gains
 
@@ -284,14 +291,15 @@ def _plot(results: dict, gains: dict, baseline: str, path: str) -> None:
 
 @trace_app.command("stats")
 def trace_stats_cmd(
-    file: str = typer.Argument(..., help="SWF trace (plain or .gz)."),
-    nodes: Optional[int] = typer.Option(None, "--nodes", help="System size (default: the header's MaxNodes)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON (schedule statistics are null when the trace "
-                                  "has no usable schedule; 'schedule' and 'note' say why)."),
+    file: str = typer.Argument(..., metavar="FILE", show_default=False, help="SWF trace (plain or .gz)."),
+    nodes: Optional[int] = opt(None, "--nodes", metavar="N", show_default="MaxNodes", help="System size."),
+    json_out: bool = flag(False, "--json", help="Print JSON ('note' says why a value is null)."),
 ) -> None:
-    """Jobs, nodes, span, offered load and — when the trace records a schedule that fits the machine —
-    utilization and P(≥ 2 % of nodes idle) (FARS Tab. 2).  Wait time -1 means unknown, never 0: such a
-    trace gets only its offered load, labelled as such."""
+    """Jobs, nodes, span and offered load of an SWF trace.
+
+    Utilization and P(≥ 2 % of nodes idle) (FARS Tab. 2) only when the trace
+    records a schedule that fits the machine; wait time -1 means unknown, not 0.
+    """
     from hpcguard.connectors.swf import load_swf, trace_stats
 
     try:

@@ -18,7 +18,7 @@ from hpcguard.settings import Settings
 
 app = typer.Typer(
     name="hpcguard",
-    help="Online resilience service for HPC clusters: failure prediction, IO-degradation "
+    help="Online resilience service for HPC clusters: failure prediction, IO-degradation\n"
     "detection and scheduler actions over Kafka.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -27,7 +27,7 @@ app = typer.Typer(
 simulate_app = typer.Typer(help="Generate synthetic telemetry or simulate a cluster.", no_args_is_help=True)
 evaluate_app = typer.Typer(help="Evaluate predictors, detectors and policies.", no_args_is_help=True)
 train_app = typer.Typer(help="Train models on recorded telemetry.", no_args_is_help=True)
-checkpoint_app = typer.Typer(help="Checkpoint-interval mathematics (Young, Daly, aware, multilevel, Shiraz).",
+checkpoint_app = typer.Typer(help="Checkpoint intervals: Young, Daly, aware, multilevel, Shiraz.",
                              no_args_is_help=True)
 failures_app = typer.Typer(help="Failure records: fit distributions.", no_args_is_help=True)
 fars_app = typer.Typer(help="FARS fault-aware rescheduling.", no_args_is_help=True)
@@ -63,23 +63,46 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
     raise typer.Exit(code)
 
 
-BOOTSTRAP = typer.Option(None, "--bootstrap", "-b", help="Kafka bootstrap HOST:PORT[,HOST:PORT] "
-                         "(default: settings kafka.bootstrap).", envvar="HPCGUARD_BOOTSTRAP")
-CONFIG = typer.Option(None, "--config", help="TOML configuration file (also HPCGUARD_CONFIG).")
-PREFIX = typer.Option(None, "--prefix", help="Topic prefix (default 'hpcguard').")
-SECURITY_PROTOCOL = typer.Option(None, "--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.")
-SASL_MECHANISM = typer.Option(None, "--sasl-mechanism", help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")
-SASL_USERNAME = typer.Option(None, "--sasl-username", help="SASL user name.")
-SASL_PASSWORD = typer.Option(None, "--sasl-password", help="SASL password (prefer HPCGUARD_KAFKA__SASL_PASSWORD).")
-SSL_CAFILE = typer.Option(None, "--ssl-cafile", help="CA bundle for TLS.")
-SSL_CERTFILE = typer.Option(None, "--ssl-certfile", help="Client certificate for TLS.")
-SSL_KEYFILE = typer.Option(None, "--ssl-keyfile", help="Client key for TLS.")
-# Event-time options of the worker (and of the demo's workers).
-LATENESS = typer.Option(None, "--lateness", help="Event-time seconds a node's grid step stays open for late samples "
-                        "(worker.lateness_s); later ones are dead-lettered with reason 'late'.")
-IDLE = typer.Option(None, "--idle", help="Wall seconds without a record after which a source stops holding its "
-                    "node's watermark back (worker.idle_s); raise it on a loaded machine, where a lagging consumer "
-                    "looks idle.")
+_BUILT_IN = Settings()  # the built-in settings, whose values the help shows as defaults
+
+
+def opt(default: Any, *names: str, panel: Optional[str] = None, **kw: Any) -> Any:
+    """A typer option in help panel ``panel`` (None: "Options", beside --help).
+
+    Its help is one line at 80 columns (tests/test_cli_help.py): a METAVAR, a short help and the
+    default; what an option means at length lives in docs/.
+    """
+    return typer.Option(default, *names, rich_help_panel=panel, **kw)
+
+
+def flag(default: Any, *names: str, panel: Optional[str] = None, **kw: Any) -> Any:
+    """A boolean option as :func:`opt`, without the ``<bool>`` type column."""
+    return typer.Option(default, *names, rich_help_panel=panel, metavar="", **kw)
+
+
+# The options of every command that talks to Kafka; they override the settings' [kafka] and [topics].
+KAFKA = "Kafka"
+BOOTSTRAP = opt(None, "--bootstrap", "-b", panel=KAFKA, metavar="HOST:PORT", envvar="HPCGUARD_BOOTSTRAP",
+                show_envvar=False, help="Brokers (also HPCGUARD_BOOTSTRAP).")
+CONFIG = opt(None, "--config", metavar="FILE", help="Settings (also HPCGUARD_CONFIG).")
+PREFIX = opt(None, "--prefix", panel=KAFKA, metavar="NAME", show_default=_BUILT_IN.topics.prefix,
+             help="Topic prefix.")
+SECURITY_PROTOCOL = opt(None, "--security-protocol", panel=KAFKA, metavar="PROTO",
+                        help="PLAINTEXT, SSL, SASL_PLAINTEXT/_SSL.")
+SASL_MECHANISM = opt(None, "--sasl-mechanism", panel=KAFKA, metavar="MECH",
+                     help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.")
+SASL_USERNAME = opt(None, "--sasl-username", panel=KAFKA, metavar="NAME", help="SASL user name.")
+SASL_PASSWORD = opt(None, "--sasl-password", panel=KAFKA, metavar="PASS",
+                    help="Use HPCGUARD_KAFKA__SASL_PASSWORD.")
+SSL_CAFILE = opt(None, "--ssl-cafile", panel=KAFKA, metavar="FILE", help="CA bundle for TLS.")
+SSL_CERTFILE = opt(None, "--ssl-certfile", panel=KAFKA, metavar="FILE", help="Client certificate for TLS.")
+SSL_KEYFILE = opt(None, "--ssl-keyfile", panel=KAFKA, metavar="FILE", help="Client key for TLS.")
+# Event-time options of the worker (and of the demo's workers); docs/streaming.md says what they do.
+EVENT_TIME = "Event time"
+LATENESS = opt(None, "--lateness", panel=EVENT_TIME, metavar="S", show_default=f"{_BUILT_IN.worker.lateness_s:g}",
+               help="Seconds a step waits for late data.")
+IDLE = opt(None, "--idle", panel=EVENT_TIME, metavar="S", show_default=f"{_BUILT_IN.worker.idle_s:g}",
+           help="Wall seconds of silence: source idle.")
 
 
 def load_settings(config: Optional[str] = None, bootstrap: Optional[str] = None, prefix: Optional[str] = None,

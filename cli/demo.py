@@ -11,50 +11,42 @@ import typer
 from hpcguard.cli.common import app, emit_json, fail
 from hpcguard.cli import common as o
 
+RUN, SERVICES = "Run", "Kafka and sinks"
+
 
 @app.command()
 def demo(
-    nodes: int = typer.Option(32, help="Simulated compute nodes."),
-    hours: float = typer.Option(2.0, help="Simulated hours of telemetry to replay."),
-    seed: int = typer.Option(7, help="Random seed of the simulated cluster."),
-    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", "-b",
-                                            help="Use this Kafka instead of the embedded broker."),
-    model: Optional[str] = typer.Option(None, "--model", help="Use this model directory instead of training "
-                                        "one on a separately seeded history."),
-    detector: str = typer.Option("ensemble", "--detector", help="What to train when no --model is given: "
-                                 "'ensemble' (seed 000's six lead-time networks + LSTM vote, trained on a separate "
-                                 "64-node × 24 h history of the same simulator; cached) or 'baseline' (per-sensor "
-                                 "thresholds)."),
-    speed: Optional[float] = typer.Option(None, "--speed", help="Replay at this multiple of real time "
-                                          "(default: as fast as possible). The summary does not depend on it."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes sharing the topics' partitions "
-                                "(the topics get at least this many partitions)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where trained demo models are cached, "
-                                             "keyed by their parameters and code (default: $HPCGUARD_CACHE_DIR or "
-                                             "~/.cache/hpcguard)."),
+    nodes: int = o.opt(32, "--nodes", metavar="N", help="Simulated nodes."),
+    hours: float = o.opt(2.0, "--hours", metavar="H", help="Simulated hours."),
+    seed: int = o.opt(7, "--seed", metavar="N", help="Random seed."),
+    bootstrap: Optional[str] = o.opt(None, "--bootstrap", "-b", panel=SERVICES, metavar="HOST:PORT",
+                                     help="Kafka instead of the embedded one."),
+    model: Optional[str] = o.opt(None, "--model", metavar="DIR", help="A model instead of training one."),
+    detector: str = o.opt("ensemble", "--detector", metavar="NAME", help="ensemble or baseline."),
+    speed: Optional[float] = o.opt(None, "--speed", panel=RUN, metavar="X", show_default="max",
+                                   help="X times real time."),
+    workers: int = o.opt(1, "--workers", panel=RUN, min=1, metavar="N", help="Worker processes."),
+    cache_dir: Optional[Path] = o.opt(None, "--cache-dir", metavar="DIR", show_default="~/.cache/hpcguard",
+                                      help="Model cache."),
     lateness: Optional[float] = o.LATENESS,
     idle: Optional[float] = o.IDLE,
-    offline: bool = typer.Option(True, "--offline/--no-offline", help="Also compute the offline decisions on the "
-                                 "same files and report the differences (summary key 'offline')."),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where to write data, model and logs "
-                                           "(default: a new temporary directory)."),
-    influx: Optional[str] = typer.Option(None, "--influx", help="InfluxDB URL for the sink (optional)."),
-    influx_version: int = typer.Option(2, "--influx-version", help="1 (HTTP /write, database 'hpcguard') or 2 "
-                                       "(org/bucket/token from HPCGUARD_INFLUX__*)."),
-    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve the worker's /metrics."),
-    timeout: float = typer.Option(600, help="Give up waiting for the pipeline to drain after this many s."),
-    sensor_map: Optional[Path] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, sensors.toml "
-                                              "format) used to train the model, by the workers and by the offline "
-                                              "scan; default: worker.sensor_map, else the installed mapping."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    offline: bool = o.flag(True, "--offline/--no-offline", panel=RUN, show_default="on",
+                           help="Compare with offline."),
+    workdir: Optional[Path] = o.opt(None, "--workdir", metavar="DIR", show_default="temp dir",
+                                    help="Data, model, logs."),
+    influx: Optional[str] = o.opt(None, "--influx", panel=SERVICES, metavar="URL", help="InfluxDB sink."),
+    influx_version: int = o.opt(2, "--influx-version", panel=SERVICES, metavar="N", help="InfluxDB 1 or 2."),
+    metrics_port: Optional[int] = o.opt(None, "--metrics-port", panel=SERVICES, metavar="PORT",
+                                        help="Serve the worker's /metrics."),
+    timeout: float = o.opt(600, "--timeout", panel=RUN, metavar="S", help="Drain timeout."),
+    sensor_map: Optional[Path] = o.opt(None, "--sensor-map", metavar="FILE", show_default="built-in",
+                                       help="Site sensor mapping."),
+    json_out: bool = o.flag(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Run the whole pipeline on a simulated cluster and print what it caught.
+    """Run the pipeline on a simulated cluster; print what it caught.
 
-    Starts the embedded broker (unless --bootstrap), simulates the cluster, trains the
-    failure ensemble on a separately seeded history (or takes it from the cache), starts
-    the worker(s), replays, waits for the pipeline to drain, computes the offline
-    decisions on the same files, shuts everything down and prints a summary. The same
-    seed gives the same failures and action ids at any --speed and --workers.
+    Broker, simulated cluster, trained (or cached) model, workers, replay, offline
+    check, summary. A seed gives the same failures and action ids at any --speed.
     """
     from hpcguard.simulators.demo_run import DemoConfig, run_demo
 
@@ -94,6 +86,14 @@ def print_summary(summary: dict[str, Any]) -> None:
 
     console = Console()
     f = summary["failures"]
+    sv = summary.get("savings")
+    if sv:  # the headline: what the run's actions saved and cost
+        ci = sv["ci95_net"]
+        console.print(f"[bold]node-hours saved {sv['saved_node_hours']:.2f} · spent {sv['spent_node_hours']:.2f} · "
+                      f"net {sv['net_node_hours']:+.2f}[/]" + (f" (95 % {ci[0]:+.2f} … {ci[1]:+.2f})" if ci else ""))
+        for p in sv["protected"]:
+            console.print(f"  job {p['job_id']} ({p['nodes']} nodes): {p['kind']} saved {p['node_hours_saved']:.2f} "
+                          f"node-hours before {p['failure_node']} failed")
     table = Table(title=f"hpcguard demo — {summary['nodes']} nodes × {summary['hours']} h, seed {summary['seed']}",
                   show_header=False)
     table.add_row("broker", summary["broker"])
@@ -112,6 +112,10 @@ def print_summary(summary: dict[str, Any]) -> None:
         same = "identical" if off["differences"]["identical"] else f"differences: {off['differences']}"
         table.add_row("offline computation", f"warned {off['warned']}, {len(off['action_ids'])} actions — {same}")
     table.add_row("acks", ", ".join(f"{k} {v}" for k, v in summary["acks"].items()) or "none")
+    if sv:
+        table.add_row("node-hours by action", ", ".join(f"{k} +{v['saved']:.2f}/−{v['spent']:.2f}"
+                                                        for k, v in sv["by_kind"].items()) or "none")
+        table.add_row("savings report", f"{sv['report']} · plot {sv['plot']}")
     table.add_row("IO windows", f"{summary['io_windows']['total']} ({summary['io_windows']['degraded']} degraded)")
     table.add_row("throughput", f"{summary['throughput_msgs_per_s']} msgs/s")
     lat = summary["latency_ms"]

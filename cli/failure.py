@@ -17,17 +17,20 @@ from hpcguard.models.failure.site_training import TrainingError
 from hpcguard.simulators import failure_training as ft
 
 COMMON, CALIBRATION, ADVANCED = "Common", "Calibration", "Advanced"
+PRIOR, SWITCHES, SCAN = "Simulated prior", "Switches (docs/site-guide.md)", "Online scan"
 
 
 @app.command("uc")
 def uc(
-    fpr: float = typer.Option(..., "--fpr", help="Per-node false-positive rate of the predictor (0..1)."),
-    nodes: int = typer.Option(..., "--nodes", min=0, help="Number of nodes n of the job."),
-    p_ok: float = typer.Option(1.0, "--p-ok", help="P(K), probability of sampling an ok event (seed 000 Eq. 4.1; "
-                               "MOGON I: 0.9999900347)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON with key 'uc'."),
+    fpr: float = typer.Option(..., "--fpr", metavar="RATE", help="Per-node false-positive rate (0..1)."),
+    nodes: int = typer.Option(..., "--nodes", min=0, metavar="N", help="Nodes n of the job."),
+    p_ok: float = typer.Option(1.0, "--p-ok", metavar="P", help="P(ok event), Eq. 4.1."),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="Print JSON with key 'uc'."),
 ) -> None:
-    """Probability of an unnecessary checkpoint UC(n) for a job on N nodes (seed 000 Eq. 4.4)."""
+    """Chance UC(n) of an unnecessary checkpoint for a job on n nodes.
+
+    Seed 000 Eq. 4.4; P(K) of Eq. 4.1 on MOGON I: 0.9999900347.
+    """
     from hpcguard.models.metrics import uc_crossing, uc_probability
 
     try:
@@ -80,22 +83,23 @@ DATA = _opt(..., "--data", panel=COMMON, metavar="DIR", help="History; repeatabl
 SENSOR_MAP = _opt(None, "--sensor-map", panel=COMMON, metavar="FILE", show_default="built-in", help="Sensor map.")
 CONFIG = _opt(None, "--config", panel=COMMON, metavar="FILE", help="Settings (also HPCGUARD_CONFIG).")
 TARGET_FPR = _opt(None, "--target-fpr", panel=CALIBRATION, metavar="RATE", show_default="2e-4",
-                  help="Vote's fpr, or none.")
+                  help="Vote's fpr.")
 FPR_CONFIDENCE = _opt(None, "--fpr-confidence", panel=CALIBRATION, min=0, max=0.999, metavar="P",
-                      show_default="0.95", help="Kept with confidence P.")
+                      show_default="0.95", help="Bound's level.")
 CALIBRATION_OK = _opt(None, "--calibration-ok", panel=CALIBRATION, min=0, metavar="N", show_default="300000",
-                      help="Healthy events.")
-CALIBRATION_SPAN = _opt("validation", "--calibration-span", panel=CALIBRATION, metavar="SPAN", help="Or 'history'.")
-FPR_SPREAD = _opt(None, "--fpr-history-spread/--no-fpr-history-spread", show_default="on",
-                  help="Histories' spread.")
+                      help="Ok events.")
+CALIBRATION_SPAN = _opt("validation", "--calibration-span", panel=CALIBRATION, metavar="SPAN", help="Or history.")
+# on/off switches: their names say what they do, the line keeps only the default (at length: the site guide)
+FPR_SPREAD = _opt(None, "--fpr-history-spread/--no-fpr-history-spread", panel=SWITCHES, metavar="",
+                  show_default="on")
 PERSISTENCE = _opt(None, "--persistence", panel=CALIBRATION, min=1, metavar="N", show_default="2",
                    help="Steps in a row.")
 MC_SPLITS = _opt(None, "--mc-splits", min=1, metavar="N", show_default="2", help="CV splits.")
 LOOK_ALIKES = _opt(None, "--simulated-look-alikes", min=0, max=400, metavar="K", show_default="8/0",
-                   help="Trees' histories.")
+                   help="Look-alikes.")
 SEED = _opt(0, "--seed", metavar="N", help="Random seed.")
 STRIDE = _opt(1, "--scan-stride", min=1, metavar="N", help="Scan every N-th step.")
-JSON = _opt(False, "--json", panel=COMMON, help="Print JSON.")
+JSON = _opt(False, "--json", panel=COMMON, metavar="", help="Print JSON.")
 
 
 @train_app.command("failure")
@@ -105,10 +109,10 @@ def train_failure(
     features: str = _opt("trees", "--features", panel=COMMON, metavar="SET", help="Feature set."),
     sensor_map: Optional[str] = SENSOR_MAP,
     config: Optional[str] = CONFIG,
-    simulated_prior: Optional[int] = _opt(None, "--simulated-prior", panel=COMMON, min=0, max=400, metavar="K",
-                                          show_default="24", help="Prior histories."),
-    prior_profile: str = _opt(ft.PRIOR_PROFILE, "--prior-profile", panel=COMMON, metavar="NAMES",
-                              help="Their profiles."),
+    simulated_prior: Optional[int] = _opt(None, "--simulated-prior", panel=PRIOR, min=0, max=400, metavar="K",
+                                          show_default="24", help="Histories."),
+    prior_profile: str = _opt(ft.PRIOR_PROFILE, "--prior-profile", panel=PRIOR, metavar="NAMES",
+                              help="Profiles."),
     cache_dir: Optional[str] = _opt(None, "--cache-dir", panel=COMMON, metavar="DIR",
                                     show_default="~/.cache/hpcguard", help="Prior cache."),
     as_json: bool = JSON,
@@ -122,21 +126,23 @@ def train_failure(
                                        show_default="0", help="Parts of D days."),
     persistence: Optional[int] = PERSISTENCE,
     fpr_history_spread: Optional[bool] = FPR_SPREAD,
-    lead_shift: bool = _opt(True, "--lead-shift/--no-lead-shift", show_default="on", help="Lead's own window."),
-    hard_negatives: bool = _opt(True, "--hard-negatives/--no-hard-negatives", show_default="on",
-                                help="Look-alikes healthy."),
+    lead_shift: bool = _opt(True, "--lead-shift/--no-lead-shift", panel=SWITCHES, metavar="", show_default="on"),
+    hard_negatives: bool = _opt(True, "--hard-negatives/--no-hard-negatives", panel=SWITCHES, metavar="",
+                                show_default="on"),
     seed: int = SEED,
     ok_ratio: float = _opt(10.0, "--ok-ratio", min=1, metavar="R", help="ok:failure events."),
     mc_splits: Optional[int] = MC_SPLITS,
     positive_shifts: int = _opt(0, "--positive-shifts", min=0, metavar="N", help="Earlier copies."),
-    simulated_look_alikes: Optional[int] = LOOK_ALIKES,
-    allow_missing: Optional[List[str]] = _opt(None, "--allow-missing", metavar="SENSOR", help="Train without it."),
+    simulated_look_alikes: Optional[int] = _opt(None, "--simulated-look-alikes", panel=PRIOR, min=0, max=400,
+                                                metavar="K", show_default="8/0", help="Look-alikes."),
+    allow_missing: Optional[List[str]] = _opt(None, "--allow-missing", metavar="SENSOR",
+                                              help="Train without it; repeat."),
 ) -> None:
-    """Train the six lead-time networks and the LSTM voter on recorded telemetry.
+    """Train the failure ensemble on recorded histories.
 
-    Feature sets: trees, robust, site, conv; paper (seed 000's setting: no
-    prior, seed 000's threshold rule).  Options not given take the set's
-    setting; the output says what was used.  At length: docs/site-guide.md.
+    Six lead-time networks and the LSTM voter. Feature sets: trees, robust, site,
+    conv; paper (seed 000's setting: no prior, seed 000's threshold rule). Options
+    not given take the set's setting, which the output names; docs/site-guide.md.
     """
     settings = load_settings(config)  # [ldms] netdev_interfaces, [ipmi] input, worker.sensor_map
     with _progress(as_json) as bar:
@@ -195,13 +201,11 @@ def train_threshold(
     stride: int = STRIDE,
     as_json: bool = JSON,
 ) -> None:
-    """Set the LSTM vote threshold for a false-alarm budget, from the worker's own
-    warnings on a history.
+    """Set the vote threshold for a false-alarm budget.
 
     The worker's online vote runs over every node of the histories; the lowest
     threshold whose false-alarm episodes per 100 node-days (and every higher
-    one's) stay within the budget is kept.  The networks and the voter are
-    unchanged; the new model gets its own version.
+    one's) stay within the budget is kept, in a new model version.
     """
     from hpcguard.simulators.failure_report import online_sentence
 
@@ -228,20 +232,20 @@ def evaluate_failure(
     config: Optional[str] = CONFIG,
     as_json: bool = JSON,
     at_fpr: Optional[float] = _opt(None, "--at-fpr", panel=CALIBRATION, min=0, max=1, metavar="RATE",
-                                   show_default="2e-4", help="Also the tpr at this fpr (hindsight)."),
+                                   show_default="2e-4", help="Also the tpr at this fpr."),
     train_data: Optional[List[str]] = _opt(None, "--train-data", metavar="DIR", show_default="the model's",
-                                           help="Baseline and forest's."),
-    max_ok: int = _opt(50000, "--max-ok", min=100, metavar="N", help="Healthy events for the fpr."),
+                                           help="Baselines' data."),
+    max_ok: int = _opt(50000, "--max-ok", min=100, metavar="N", help="Healthy events."),
     seed: int = SEED,
-    online: bool = _opt(True, "--online/--no-online", show_default="on", help="Scan as the worker."),
-    stride: int = STRIDE,
+    online: bool = _opt(True, "--online/--no-online", panel=SCAN, metavar="", show_default="on",
+                        help="As the worker."),
+    stride: int = _opt(1, "--scan-stride", panel=SCAN, min=1, metavar="N", help="Every N-th step."),
 ) -> None:
-    """Table-4.1-style report: unanimous 1/2/4/6, LSTM vote, single network,
-    baseline, random forest, the online scan and the prediction targets, each
-    reached or not.
+    """Report a model on held-out histories (Table 4.1, targets).
 
-    With several --data, the pool's report comes first (counts added, targets
-    checked on the pool), then each history's.  At length: docs/site-guide.md.
+    Unanimous 1/2/4/6, LSTM vote, single network, baseline, random forest, the
+    online scan and the prediction targets, each reached or not. Several --data:
+    the pool's report first, then each history's. At length: docs/site-guide.md.
     """
     from hpcguard.models.failure.assessment import without_scans
     from hpcguard.simulators.failure_report import evaluate_failure_model, report_markdown
@@ -260,8 +264,7 @@ def evaluate_failure(
 @evaluate_app.command("cross-profile")
 def evaluate_cross_profile(
     out: str = _opt(..., "--out", panel=COMMON, metavar="DIR", help="Report directory."),
-    profiles: str = _opt("classic,gradual,mixed", "--profiles", panel=COMMON, metavar="NAMES",
-                         help="Simulator profiles."),
+    profiles: str = _opt("classic,gradual,mixed", "--profiles", panel=COMMON, metavar="NAMES", help="Profiles."),
     features: str = _opt("trees", "--features", panel=COMMON, metavar="SET", help="Feature set."),
     nodes: int = _opt(64, "--nodes", panel=COMMON, min=2, metavar="N", help="Nodes per history."),
     hours: float = _opt(48.0, "--hours", panel=COMMON, metavar="H", help="Training hours."),
@@ -273,24 +276,25 @@ def evaluate_cross_profile(
     calibration_ok: Optional[int] = CALIBRATION_OK,
     calibration_span: str = CALIBRATION_SPAN,
     persistence: Optional[int] = PERSISTENCE,
-    held_out: bool = _opt(False, "--held-out/--no-held-out", show_default="off", help="Each profile held out."),
-    pairs_too: bool = _opt(True, "--pairs/--no-pairs", show_default="on", help="Every (train, test)."),
+    held_out: bool = _opt(False, "--held-out/--no-held-out", panel=SWITCHES, metavar="", show_default="off"),
+    pairs_too: bool = _opt(True, "--pairs/--no-pairs", panel=SWITCHES, metavar="", show_default="on"),
     fpr_history_spread: Optional[bool] = FPR_SPREAD,
-    seed: int = _opt(1, "--seed", metavar="N", help="Test seeds: N+100.."),
+    seed: int = _opt(1, "--seed", metavar="N", help="Tests: N+100..."),
     train_histories: int = _opt(1, "--train-histories", min=1, max=99, metavar="K", help="Per profile."),
     test_histories: int = _opt(1, "--test-histories", min=1, max=99, metavar="T", help="Per profile."),
-    mtbf_hours: Optional[float] = _opt(None, "--mtbf-hours", metavar="H", show_default="profile's",
-                                       help="Node MTBF."),
+    mtbf_hours: Optional[float] = _opt(None, "--mtbf-hours", metavar="H", show_default="profile's", help="MTBF."),
     cache: Optional[str] = _opt(None, "--cache", metavar="DIR", show_default="OUT/cache", help="Cache."),
     mc_splits: Optional[int] = MC_SPLITS,
     simulated_look_alikes: Optional[int] = LOOK_ALIKES,
-    max_ok: int = _opt(50000, "--max-ok", min=100, metavar="N", help="Healthy events."),
+    max_ok: int = _opt(50000, "--max-ok", min=100, metavar="N", help="Ok events."),
     stride: int = _opt(4, "--scan-stride", min=1, metavar="N", help="Every N-th step."),
 ) -> None:
-    """Train on one simulated site profile, evaluate on another, for every pair:
-    tpr (all failures, precursor failures), fpr, ppv, UC(1024) per predictor row
-    and the online scan.  --held-out: each profile also tests a model trained on
-    all the others.  Options not given take train failure's setting."""
+    """Train on each simulated profile, test on each other.
+
+    Per pair: tpr (all, precursor failures), fpr, ppv, UC(1024) per predictor row
+    and the online scan. --held-out: each profile also tests a model of all the
+    others. Options not given take train failure's setting.
+    """
     from hpcguard.simulators.cross_profile import cross_markdown, run_cross_profile
 
     with _progress(as_json) as bar:

@@ -8,27 +8,34 @@ from typing import Optional
 
 import typer
 
-from hpcguard.cli.common import emit_json, evaluate_app, fail
+from hpcguard.cli.common import emit_json, evaluate_app, fail, flag, opt
+
+RUN = "Run"
 
 
 @evaluate_app.command("online")
 def evaluate_online(
-    data: Path = typer.Option(..., "--data", help="Recorded-data directory (ldms/, ipmi/, slurm/ as written by "
-                              "'hpcguard simulate telemetry' or a site's own dumps)."),
-    model: Path = typer.Option(..., "--model", help="Model directory (failure ensemble or baseline)."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes sharing the topics' partitions."),
-    speed: Optional[float] = typer.Option(None, "--speed", help="Replay at this multiple of real time."),
-    max_speed: bool = typer.Option(False, "--max-speed", help="Replay as fast as possible (the default)."),
-    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", "-b", help="Kafka to use instead of the "
-                                            "embedded broker (a fresh topic prefix is used per run)."),
-    config: Optional[str] = typer.Option(None, "--config", help="Settings file (worker, policy sections)."),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Logs and worker state (default: a temp dir)."),
-    timeout: float = typer.Option(600, "--timeout", help="Give up waiting for the pipeline after this many s."),
-    strict: bool = typer.Option(False, "--strict", help="Exit with status 1 when the two sides differ."),
-    json_out: bool = typer.Option(False, "--json", help="Print the parity report as JSON."),
+    data: Path = opt(..., "--data", metavar="DIR", help="Recorded history."),
+    model: Path = opt(..., "--model", metavar="DIR", help="Failure ensemble or baseline."),
+    workers: int = opt(1, "--workers", panel=RUN, min=1, metavar="N", help="Worker processes."),
+    speed: Optional[float] = opt(None, "--speed", panel=RUN, metavar="X", show_default="max",
+                                 help="X times real time."),
+    max_speed: bool = flag(False, "--max-speed", panel=RUN, help="As fast as possible (the default)."),
+    bootstrap: Optional[str] = opt(None, "--bootstrap", "-b", panel=RUN, metavar="HOST:PORT",
+                                   help="Kafka instead of the embedded one."),
+    config: Optional[str] = opt(None, "--config", metavar="FILE", help="Settings (worker, policy sections)."),
+    workdir: Optional[Path] = opt(None, "--workdir", metavar="DIR", show_default="temp dir",
+                                  help="Logs, worker state."),
+    timeout: float = opt(600, "--timeout", panel=RUN, metavar="S", help="Pipeline timeout."),
+    strict: bool = flag(False, "--strict", help="Exit 1 when the two sides differ."),
+    json_out: bool = flag(False, "--json", help="Print the parity report as JSON."),
 ) -> None:
-    """Replay a recorded directory through the streaming worker(s) and compare, per node and
-    step, its predictions and actions with the offline computation on the same files."""
+    """Compare the streaming pipeline with the offline computation.
+
+    Replays a recorded directory through broker and worker(s) and compares each
+    node's predictions and actions, step by step, with the offline computation on
+    the same files. With --bootstrap, each run uses a fresh topic prefix.
+    """
     from hpcguard.simulators.parity import evaluate_online_run
 
     if speed is not None and max_speed:

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 
 import typer
 
-from hpcguard.cli.common import config_app, emit_json, fail
+from hpcguard.cli.common import CONFIG, config_app, emit_json, fail, flag
 
 
 def _toml_value(value: Any) -> str:
@@ -41,13 +41,13 @@ def settings_toml(sections: Mapping[str, Mapping[str, Any]]) -> str:
 
 @config_app.command("show")
 def config_show(
-    config: Optional[str] = typer.Option(None, "--config", help="TOML configuration file (also HPCGUARD_CONFIG)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of TOML."),
+    config: Optional[str] = CONFIG,
+    json_out: bool = flag(False, "--json", help="Print JSON instead of TOML."),
 ) -> None:
-    """Print the effective configuration: defaults ← TOML file ← HPCGUARD_SECTION__KEY variables.
+    """Print the effective configuration, secrets masked.
 
-    Secrets (passwords, tokens) are shown as "***".  The TOML output can be saved and
-    edited as a configuration file.
+    Defaults ← TOML file ← HPCGUARD_SECTION__KEY variables. Secrets show as "***";
+    the TOML output can be saved and edited as a configuration file.
     """
     import tomllib
 

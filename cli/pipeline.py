@@ -11,11 +11,17 @@ import typer
 from hpcguard.cli import common as o
 from hpcguard.cli.common import app, emit_json, fail, train_app
 
+ADVANCED = "Advanced"
+
 
 @app.command()
-def broker(port: int = typer.Option(9092, help="Port to listen on (loopback only); 0 = a free port."),
-           host: str = typer.Option("127.0.0.1", help="Loopback address to bind.")) -> None:
-    """Run an embedded Kafka-compatible broker (tansu, memory storage) in the foreground."""
+def broker(port: int = o.opt(9092, "--port", metavar="PORT", help="Loopback port; 0: any free one."),
+           host: str = o.opt("127.0.0.1", "--host", metavar="ADDR", help="Loopback address.")) -> None:
+    """Run an embedded Kafka-compatible broker (tansu).
+
+    In the foreground, memory storage, loopback only; Ctrl-C stops it.
+    For production: compose/.
+    """
     from hpcguard.connectors.broker import BrokerError, EmbeddedBroker
 
     if not host.startswith("127.") and host not in ("localhost", "::1"):
@@ -43,24 +49,32 @@ def worker(
     sasl_username: Optional[str] = o.SASL_USERNAME, sasl_password: Optional[str] = o.SASL_PASSWORD,
     ssl_cafile: Optional[str] = o.SSL_CAFILE, ssl_certfile: Optional[str] = o.SSL_CERTFILE,
     ssl_keyfile: Optional[str] = o.SSL_KEYFILE,
-    model: Optional[str] = typer.Option(None, "--model", help="Model directory (failure ensemble or baseline)."),
-    adapter: Optional[str] = typer.Option(None, "--adapter", help="dry-run (default), slurm, command."),
-    audit_log: Optional[str] = typer.Option(None, "--audit-log", help="Dry-run audit log (JSONL)."),
-    app_id: Optional[str] = typer.Option(None, "--app-id", help="Consumer group / Faust app id."),
-    data_dir: Optional[str] = typer.Option(None, "--data-dir", help="Worker state directory."),
-    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve Prometheus /metrics here."),
-    roles: List[str] = typer.Option([], "--role", help="Run only these agent roles (repeat): normalize, windows, "
-                                    "io, jobs, decide, adapter, sink. Default: all."),
+    model: Optional[str] = o.opt(None, "--model", metavar="DIR", help="Failure ensemble or baseline."),
+    adapter: Optional[str] = o.opt(None, "--adapter", metavar="NAME", show_default=o._BUILT_IN.adapter.kind,
+                                   help="dry-run, slurm, command."),
+    audit_log: Optional[str] = o.opt(None, "--audit-log", panel=ADVANCED, metavar="FILE",
+                                     help="JSONL log of the dry-run adapter."),
+    app_id: Optional[str] = o.opt(None, "--app-id", panel=ADVANCED, metavar="ID",
+                                  show_default=o._BUILT_IN.worker.app_id, help="Consumer group, Faust app id."),
+    data_dir: Optional[str] = o.opt(None, "--data-dir", panel=ADVANCED, metavar="DIR",
+                                    show_default=o._BUILT_IN.worker.data_dir, help="Table state."),
+    metrics_port: Optional[int] = o.opt(None, "--metrics-port", metavar="PORT", show_default="off",
+                                        help="Serve Prometheus /metrics."),
+    roles: List[str] = o.opt([], "--role", metavar="ROLE", show_default="all", help="Only this role; repeat."),
     lateness: Optional[float] = o.LATENESS,
     idle: Optional[float] = o.IDLE,
-    job_wait: Optional[float] = typer.Option(None, "--job-wait", help="Longest wall wait of a decision for the "
-                                             "job stream's watermark to pass its sample time (worker.job_wait_s)."),
-    sensor_map: Optional[str] = typer.Option(None, "--sensor-map", help="Site sensor mapping (TOML, sensors.toml "
-                                             "format; worker.sensor_map). Its digest is compared with the model's "
-                                             "at start (log and /metrics)."),
-    loglevel: str = typer.Option("warning", "--loglevel", help="debug, info, warning, error."),
+    job_wait: Optional[float] = o.opt(None, "--job-wait", panel=o.EVENT_TIME, metavar="S",
+                                      show_default=f"{o._BUILT_IN.worker.job_wait_s:g}",
+                                      help="Wall seconds a decision waits for jobs."),
+    sensor_map: Optional[str] = o.opt(None, "--sensor-map", metavar="FILE", show_default="built-in",
+                                      help="Site sensor mapping."),
+    loglevel: str = o.opt("warning", "--loglevel", metavar="LEVEL", help="debug/info/warning/error."),
 ) -> None:
-    """Run the streaming worker: normalize → windows → predict → decide → adapter."""
+    """Run the streaming worker: normalize → predict → decide → act.
+
+    Roles (--role): normalize, windows, io, jobs, decide, adapter, sink.
+    Options not given take the settings' values; at length: docs/operations.md.
+    """
     from hpcguard.streams.worker import ROLES, run_worker
 
     settings = o.load_settings(config, bootstrap, prefix, security_protocol, sasl_mechanism, sasl_username,
@@ -80,12 +94,16 @@ def worker(
 
 @train_app.command("baseline")
 def train_baseline(
-    data: List[Path] = typer.Option(..., "--data", help="Recorded-data directory (repeatable)."),
-    out: Path = typer.Option(..., "--out", help="Model directory to write (baseline.json)."),
-    persistence: int = typer.Option(2, help="Consecutive out-of-bound windows for a warning."),
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    data: List[Path] = o.opt(..., "--data", metavar="DIR", help="Recorded history; repeatable."),
+    out: Path = o.opt(..., "--out", metavar="DIR", help="Model directory (baseline.json)."),
+    persistence: int = o.opt(2, "--persistence", metavar="N", help="Out-of-bound windows in a row."),
+    json_out: bool = o.flag(False, "--json", help="Print a JSON summary."),
 ) -> None:
-    """Learn the baseline detector's per-sensor bounds from healthy windows."""
+    """Learn the baseline detector's per-sensor bounds.
+
+    From the healthy windows of the histories; the worker warns when a sensor
+    leaves its bounds for --persistence windows in a row.
+    """
     from hpcguard.simulators.demo_run import train_baseline_model
 
     for d in data:

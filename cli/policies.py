@@ -14,9 +14,10 @@ from typing import Optional
 
 import typer
 
-from hpcguard.cli.common import checkpoint_app, emit_json, failures_app, fail, fars_app
+from hpcguard.cli.common import checkpoint_app, emit_json, failures_app, fail, fars_app, flag, opt
 
 METHODS = ("young", "daly", "aware", "multilevel")
+JOB, MORE = "Job and failures", "Multilevel and Monte Carlo"
 
 
 def _hours(name: str, text: str) -> float:
@@ -99,30 +100,27 @@ def _read_jobs_csv(path: str) -> list[dict]:
 
 @checkpoint_app.command("interval")
 def interval(
-    method: str = typer.Option("aware", "--method", help="young | daly | aware (seed 000 Alg. 1) | multilevel "
-                               "(seed 003 Eq. 5.10)."),
-    mtbf: str = typer.Option(..., "--mtbf", help="System MTBF, e.g. 24h (scaled to the job by Eq. 3.14)."),
-    ckpt_cost: str = typer.Option(..., "--ckpt-cost", help="Checkpoint cost t_c, e.g. 30m (burst-buffer cost "
-                                  "for multilevel)."),
-    runtime: Optional[str] = typer.Option(None, "--runtime", help="Job runtime t, e.g. 18.99h (needed for "
-                                          "aware, expected and simulated costs)."),
-    nodes: int = typer.Option(1, "--nodes", min=1, help="Nodes of the job."),
-    system_nodes: int = typer.Option(1, "--system-nodes", min=1, help="Nodes of the machine the MTBF is for "
-                                     "(default: the MTBF is the job's own)."),
-    weibull_shape: Optional[float] = typer.Option(None, "--weibull-shape", help="Weibull shape w (seed 000 uses "
-                                                  "0.8); default Poisson."),
-    poisson: bool = typer.Option(False, "--poisson", help="Poisson (exponential) failures (the default)."),
-    simulate: int = typer.Option(0, "--simulate", min=0, help="Also Monte-Carlo cost Eq. 3.1 with F failures."),
-    jobs: Optional[str] = typer.Option(None, "--jobs", help="CSV with columns runtime_h,nodes,ckpt_cost_h: "
-                                       "answer every job (JSON list)."),
-    pfs_cost: str = typer.Option("0", "--pfs-cost", help="multilevel: checkpoint time to the PFS."),
-    sigma: float = typer.Option(0.0, "--sigma", help="multilevel: fraction of failures avoided by migration "
-                                "(seed 003: 0.44)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed of --simulate."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (interval_h, expected_cost_h, no_checkpoint, "
-                                 "simulated_cost_h)."),
+    method: str = opt("aware", "--method", metavar="NAME", help="Or young, daly, multilevel."),
+    mtbf: str = opt(..., "--mtbf", metavar="DUR", help="System MTBF, e.g. 24h."),
+    ckpt_cost: str = opt(..., "--ckpt-cost", metavar="DUR", help="Checkpoint cost t_c, e.g. 30m."),
+    runtime: Optional[str] = opt(None, "--runtime", metavar="DUR", help="Job runtime t, e.g. 18.99h."),
+    nodes: int = opt(1, "--nodes", panel=JOB, min=1, metavar="N", help="Nodes of the job."),
+    system_nodes: int = opt(1, "--system-nodes", panel=JOB, min=1, metavar="N", help="Nodes the MTBF is for."),
+    weibull_shape: Optional[float] = opt(None, "--weibull-shape", panel=JOB, metavar="W",
+                                         help="Weibull shape; else Poisson."),
+    poisson: bool = flag(False, "--poisson", panel=JOB, help="Poisson failures (the default)."),
+    simulate: int = opt(0, "--simulate", panel=MORE, min=0, metavar="F", help="Monte-Carlo runs (Eq. 3.1)."),
+    jobs: Optional[str] = opt(None, "--jobs", metavar="FILE", help="CSV of jobs: answer each one."),
+    pfs_cost: str = opt("0", "--pfs-cost", panel=MORE, metavar="DUR", help="Multilevel: checkpoint to PFS."),
+    sigma: float = opt(0.0, "--sigma", panel=MORE, metavar="F", help="Multilevel: failures migrated."),
+    seed: int = opt(0, "--seed", panel=MORE, metavar="N", help="Seed of --simulate."),
+    as_json: bool = flag(False, "--json", help="Print JSON."),
 ) -> None:
-    """Checkpoint interval tau (compute time between checkpoints) and its expected cost (Eq. 3.8)."""
+    """Checkpoint interval tau and its expected cost (Eq. 3.8).
+
+    aware: seed 000 Alg. 1; multilevel: seed 003 Eq. 5.10. The MTBF is scaled to
+    the job (Eq. 3.14); --jobs CSV columns: runtime_h,nodes,ckpt_cost_h.
+    """
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     if weibull_shape is not None and poisson:
@@ -159,16 +157,19 @@ def interval(
 
 @checkpoint_app.command("shiraz")
 def shiraz_cmd(
-    mtbf: str = typer.Option(..., "--mtbf", help="System MTBF, e.g. 5h (exascale) or 20h (petascale)."),
-    heavy_cost: str = typer.Option(..., "--heavy-cost", help="Checkpoint cost of the heavy application, e.g. 30m."),
-    light_cost: str = typer.Option(..., "--light-cost", help="Checkpoint cost of the light application, e.g. 18s."),
-    shape: float = typer.Option(0.6, "--shape", help="Weibull shape beta."),
-    total: str = typer.Option("1000h", "--total", help="Total time T_total."),
-    lost_fraction: float = typer.Option(0.45, "--lost-fraction", help="Average fraction of lost work epsilon."),
-    stretch: str = typer.Option("2,3,4", "--stretch", help="Shiraz+ stretch factors of the heavy interval."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (k, region, gain_light_h, gain_heavy_h, ...)."),
+    mtbf: str = opt(..., "--mtbf", metavar="DUR", help="System MTBF, e.g. 5h or 20h."),
+    heavy_cost: str = opt(..., "--heavy-cost", metavar="DUR", help="Heavy app's checkpoint cost."),
+    light_cost: str = opt(..., "--light-cost", metavar="DUR", help="Light app's checkpoint cost."),
+    shape: float = opt(0.6, "--shape", metavar="B", help="Weibull shape beta."),
+    total: str = opt("1000h", "--total", metavar="DUR", help="Total time T_total."),
+    lost_fraction: float = opt(0.45, "--lost-fraction", metavar="E", help="Mean share of work lost."),
+    stretch: str = opt("2,3,4", "--stretch", metavar="LIST", help="Shiraz+ stretch factors."),
+    as_json: bool = flag(False, "--json", help="Print JSON."),
 ) -> None:
-    """Fair switch point k between a light and a heavy application (seed 002 Eqs. 2–16) and Shiraz+."""
+    """Shiraz fair switch point k of a light and a heavy app, Shiraz+.
+
+    Seed 002 Eqs. 2–16; Shiraz+ stretches the heavy application's interval.
+    """
     from hpcguard.models.shiraz import shiraz
 
     try:
@@ -195,11 +196,12 @@ def shiraz_cmd(
 
 @failures_app.command("fit")
 def fit(
-    path: str = typer.Argument(..., help="LANL failure records (.csv, .csv.xz, .csv.gz)."),
-    system: int = typer.Option(..., "--system", help="System id (e.g. 8 or 18; seed 003 Tab. 7.2)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (shape, scale_h, mtbf_h, n, dropped_zero_gaps, ...)."),
+    path: str = typer.Argument(..., metavar="FILE", show_default=False,
+                               help="LANL records (.csv, .csv.xz, .csv.gz)."),
+    system: int = opt(..., "--system", metavar="ID", help="System id, e.g. 8 or 18 (Tab. 7.2)."),
+    as_json: bool = flag(False, "--json", help="Print JSON (shape, scale_h, mtbf_h...)."),
 ) -> None:
-    """Maximum-likelihood Weibull and exponential fits of a system's failure inter-arrival times."""
+    """Weibull and exponential MLE fits of failure inter-arrival times."""
     from hpcguard.connectors.lanl import interarrival_hours, load_lanl
     from hpcguard.models.distributions import fit_exponential, fit_weibull
 
@@ -224,16 +226,20 @@ def fit(
 
 @fars_app.command("select")
 def select(
-    spare: int = typer.Option(..., "--spare", min=0, help="Spare nodes S in the pool."),
-    jobs: str = typer.Option(..., "--jobs", help="JSON list of suspicious jobs {id, nodes, suspicious_nodes, "
-                             "hours_since_checkpoint, runtime_h[, requeue_h, restart_h]}."),
-    strategy: str = typer.Option("sul-d", "--strategy", help="sul-d | jfr-d | fsd-d (seed 001 Eqs. 2-4)."),
-    precision: float = typer.Option(..., "--precision", help="Predictor precision (0..1)."),
-    interval_: str = typer.Option("30m", "--interval", help="FARS interval I_F."),
-    overhead: str = typer.Option("6m", "--overhead", help="Rescheduling overhead O_F."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (selected, gain, spare_used)."),
+    spare: int = opt(..., "--spare", min=0, metavar="S", help="Spare nodes in the pool."),
+    jobs: str = opt(..., "--jobs", metavar="FILE", help="JSON list of suspicious jobs."),
+    strategy: str = opt("sul-d", "--strategy", metavar="NAME", help="sul-d, jfr-d or fsd-d."),
+    precision: float = opt(..., "--precision", metavar="P", help="Predictor precision (0..1)."),
+    interval_: str = opt("30m", "--interval", metavar="DUR", help="FARS interval I_F."),
+    overhead: str = opt("6m", "--overhead", metavar="DUR", help="Rescheduling overhead O_F."),
+    as_json: bool = flag(False, "--json", help="Print JSON (selected, gain, spare_used)."),
 ) -> None:
-    """Choose suspicious jobs to move to spare nodes: 0-1 knapsack (Eq. 5) plus the residual rule (§4.4)."""
+    """Choose suspicious jobs to move to spare nodes (FARS knapsack).
+
+    0-1 knapsack (seed 001 Eq. 5; strategies Eqs. 2-4), residual rule (§4.4).
+    A job: id, nodes, suspicious_nodes, hours_since_checkpoint, runtime_h
+    (and requeue_h, restart_h).
+    """
     from hpcguard.models.fars import select_jobs
 
     p = Path(jobs)

@@ -6,58 +6,47 @@ from typing import List, Optional
 
 import typer
 
+from hpcguard.cli import common as o
 from hpcguard.cli.common import app, emit_json, fail
+
+IPMI = "IPMI input"
 
 
 @app.command("replay")
 def replay_command(
-    paths: List[Path] = typer.Argument(..., help="Recorded files or directories (ldms/, ipmi/, slurm/ are walked "
-                                       "recursively; failures.csv, anomalies.csv and meta.json are skipped)."),
-    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="Kafka bootstrap HOST:PORT[,HOST:PORT]."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="Force one input format for every file: store_csv, "
-                                      "freeipmi, ipmitool, telegraf, sacct, probes or sdr-archive (default: detect "
-                                      "per file)."),
-    speed: Optional[float] = typer.Option(None, "--speed", help="Pace messages at X times real time by record time."),
-    max_speed: bool = typer.Option(False, "--max-speed", help="Publish as fast as possible (the default)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Parse and decode everything, publish nothing; "
-                                 "needs no broker."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (no progress bar)."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", help="Topic prefix (default from settings: hpcguard)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="hpcguard TOML settings file."),
-    sensor_map: Optional[Path] = typer.Option(None, "--sensor-map", help="Site sensor-mapping TOML for the "
-                                              "--dry-run decoders (default: the packaged sensors.toml)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Read only the first N per-node logs of each "
-                                        ".tar.xz archive (a prefix in archive order, whole day per node)."),
-    time_pattern: Optional[str] = typer.Option(None, "--time-pattern", help="Regex of a line that starts an IPMI "
-                                               "poll and holds its time in one group (default: FASRC's "
-                                               "'Timestamp: YYYY-MM-DD HH:MM:SS UTC'; settings: ipmi.time_pattern)."),
-    time_format: Optional[str] = typer.Option(None, "--time-format", help="strptime format of that time (UTC), "
-                                              "or 'epoch'."),
-    untimed: Optional[str] = typer.Option(None, "--untimed", help="IPMI rows before any poll/timestamp line: "
-                                          "'reject' (dead letter, default) or 'mtime' (one poll at the file's "
-                                          "modification time)."),
-    ipmi_host: Optional[str] = typer.Option(None, "--ipmi-host", help="Node of Telegraf ipmi_sensor lines with "
-                                            "neither server= nor host= (default: dead-letter them)."),
-    security_protocol: Optional[str] = typer.Option(None, "--security-protocol",
-                                                    help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
-    sasl_mechanism: Optional[str] = typer.Option(None, "--sasl-mechanism", help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
-    sasl_username: Optional[str] = typer.Option(None, "--sasl-username"),
-    sasl_password: Optional[str] = typer.Option(None, "--sasl-password",
-                                                help="Prefer HPCGUARD_KAFKA__SASL_PASSWORD in the environment."),
-    ssl_cafile: Optional[str] = typer.Option(None, "--ssl-cafile", help="CA bundle to verify the brokers."),
-    ssl_certfile: Optional[str] = typer.Option(None, "--ssl-certfile", help="Client certificate (mutual TLS)."),
-    ssl_keyfile: Optional[str] = typer.Option(None, "--ssl-keyfile", help="Client key (mutual TLS)."),
+    paths: List[Path] = typer.Argument(..., metavar="PATH", show_default=False, help="Files or directories (walked)."),
+    bootstrap: Optional[str] = o.opt(None, "--bootstrap", panel=o.KAFKA, metavar="HOST:PORT", help="Brokers."),
+    fmt: Optional[str] = o.opt(None, "--format", metavar="NAME", show_default="detected",
+                               help="Force one format."),
+    speed: Optional[float] = o.opt(None, "--speed", metavar="X", help="X times real time by record time."),
+    max_speed: bool = o.flag(False, "--max-speed", help="As fast as possible (the default)."),
+    dry_run: bool = o.flag(False, "--dry-run", help="Parse and decode; publish nothing."),
+    json_out: bool = o.flag(False, "--json", help="Print the report as JSON."),
+    prefix: Optional[str] = o.PREFIX,
+    config: Optional[Path] = o.opt(None, "--config", metavar="FILE", help="Settings (also HPCGUARD_CONFIG)."),
+    sensor_map: Optional[Path] = o.opt(None, "--sensor-map", metavar="FILE", show_default="built-in",
+                                       help="Mapping of --dry-run."),
+    limit: Optional[int] = o.opt(None, "--limit", min=1, metavar="N", help="First N logs of an archive."),
+    time_pattern: Optional[str] = o.opt(None, "--time-pattern", panel=IPMI, metavar="REGEX", show_default="FASRC",
+                                        help="Line that starts a poll."),
+    time_format: Optional[str] = o.opt(None, "--time-format", panel=IPMI, metavar="FMT",
+                                       help="Its strptime format, or 'epoch'."),
+    untimed: Optional[str] = o.opt(None, "--untimed", panel=IPMI, metavar="HOW", show_default="reject",
+                                   help="reject, or mtime: one poll."),
+    ipmi_host: Optional[str] = o.opt(None, "--ipmi-host", panel=IPMI, metavar="NODE",
+                                     help="Node of host-less Telegraf lines."),
+    security_protocol: Optional[str] = o.SECURITY_PROTOCOL,
+    sasl_mechanism: Optional[str] = o.SASL_MECHANISM,
+    sasl_username: Optional[str] = o.SASL_USERNAME,
+    sasl_password: Optional[str] = o.SASL_PASSWORD,
+    ssl_cafile: Optional[str] = o.SSL_CAFILE,
+    ssl_certfile: Optional[str] = o.SSL_CERTFILE,
+    ssl_keyfile: Optional[str] = o.SSL_KEYFILE,
 ) -> None:
-    """Replay recorded telemetry (LDMS store_csv, FreeIPMI/ipmitool/Telegraf IPMI, sacct) into Kafka.
+    """Replay recorded LDMS, IPMI and sacct files into Kafka.
 
-    A .tar.xz of per-node `ipmitool sdr` logs with `Timestamp: ... UTC` lines (the FASRC layout) is streamed, never extracted; --dry-run reports per-sensor IPMI coverage by BMC family and sensor lines/s. A replay buffers the archive's polls compactly (about 4.2 bytes per sensor line; 250 MiB for the 1,724-node FASRC day) and publishes all nodes' polls in time order, so --speed paces the whole cluster.
-
-    --dry-run groups nodes by BMC family (sensors.toml [families] markers, in FreeIPMI or Telegraf spelling; else by their raw-name signature) and names the network interfaces that feed bytes_in/bytes_out, warning when one left out of [ldms] netdev_interfaces (of --config) is a node's busiest during jobs. Telegraf line-protocol files may hold many hosts and other measurements (passed over).
-
-    sacct dumps are read with the sacct section of --config (delimiter, time zone, --noheader columns); LDMS files with as_is schema names (meminfo_8d2b8bd) go to their base schema's topic unless topics.ldms_schemas lists the digest name.
-
-    LDMS rows go to ldms.<schema> as store_avro_kafka JSON rows, IPMI polls to <prefix>.raw.ipmi and Slurm job events to <prefix>.raw.slurm, merged in record-time order; unparsable records go to <prefix>.dlq. With sacct inputs, a job-progress marker goes to <prefix>.raw.slurm every 15 s of record time and at the end (every job event up to its time is out), so the workers' wait for the jobs at a sample's time ends as soon as they are known.
-
+    All nodes' records go out in time order; --dry-run reports coverage instead.
+    Options not given take the settings' values; at length: docs/operations.md.
     Example: hpcguard replay /data/recording --bootstrap 127.0.0.1:9092 --speed 60
     """
     from hpcguard.connectors.errors import ParseError

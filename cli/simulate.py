@@ -5,21 +5,11 @@ from typing import Optional
 
 import typer
 
-from hpcguard.cli.common import emit_json, fail, simulate_app
+from hpcguard.cli.common import emit_json, fail, flag, opt, simulate_app
 from hpcguard.simulators.profiles import PROFILES, describe_profiles, profile_overrides
 
-_HELP = (
-    "Write a cluster's telemetry (LDMS store_csv, FreeIPMI CSV or ipmitool sdr elist, sacct) with ground-truth "
-    "failures.\n\n"
-    "Files follow docs/formats.md: ldms/<schema>.csv, ipmi/<node>.csv (FreeIPMI) or ipmi/<node>.txt (ipmitool), "
-    "slurm/sacct.txt, failures.csv (time,node,job_id,cause,family,onset_minutes,onset_time), anomalies.csv "
-    "(start,end,node,kind,leads_to_failure,family) and meta.json (node -> hardware generation, racks, BMC "
-    "outages).\n\n"
-    "Profiles (--profile; --list-profiles --json prints their parameters):\n\n"
-    + "\n\n".join(f"  {p.name}: {p.summary}" for p in PROFILES.values())
-    + "\n\nThe precursor and anomaly options below override the profile's values when given.  "
-    "Example: hpcguard simulate telemetry --nodes 64 --hours 48 --seed 1 --profile mixed --out /tmp/site"
-)
+OVERRIDES = "Profile overrides (default: the profile's)"
+FILES = "Files"
 
 
 def _given(**options) -> dict:
@@ -27,53 +17,44 @@ def _given(**options) -> dict:
     return {k: (tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in options.items() if v is not None}
 
 
-@simulate_app.command("telemetry", help=_HELP)
+@simulate_app.command("telemetry")
 def telemetry(
-    nodes: int = typer.Option(32, "--nodes", min=1, help="Number of nodes n001..nNNN."),
-    hours: float = typer.Option(2.0, "--hours", help="Recorded duration in hours (rounded up to 15 s)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed; the same seed and profile write identical files."),
-    out: Optional[str] = typer.Option(None, "--out", help="Output directory (created; existing files are "
-                                      "overwritten). Required unless --list-profiles."),
-    profile: str = typer.Option("classic", "--profile", help=f"Site profile: {', '.join(PROFILES)}."),
-    list_profiles: bool = typer.Option(False, "--list-profiles", help="List the profiles and their parameters."),
-    mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="Mean up-time between failures of one "
-                                               "node (classic 10, site profiles 48)."),
-    weibull_shape: Optional[float] = typer.Option(None, "--weibull-shape", help="Weibull shape of node up-times "
-                                                  "(<1: decreasing hazard; default 0.7)."),
-    start: float = typer.Option(1679682800.0, "--start", help="Epoch of the first sample (fixed default "
-                                "for reproducible files)."),
-    precursor_fraction: Optional[float] = typer.Option(None, "--precursor-fraction",
-                                                       help="Fraction of failures preceded by a precursor (the "
-                                                       "rest die suddenly; classic 0.85)."),
-    precursor_lead: Optional[tuple[float, float]] = typer.Option(None, "--precursor-lead",
-                                                                 help="LOW HIGH: minutes before the failure at "
-                                                                 "which a precursor starts (classic 6 10, site "
-                                                                 "profiles 3 20)."),
-    precursor_strength: Optional[tuple[float, float]] = typer.Option(None, "--precursor-strength",
-                                                                     help="LOW HIGH: full precursor strength (1 = "
-                                                                     "fans -50 %, CPU +18 C, Vcore -10 %, PSU "
-                                                                     "+14 C; a stall cuts cpu_user by 85 %)."),
-    precursor_step: Optional[tuple[float, float]] = typer.Option(None, "--precursor-step",
-                                                                 help="LOW HIGH: fraction of the full strength a "
-                                                                 "precursor jumps to at onset (0 0 = gradual "
-                                                                 "from zero)."),
-    precursor_power: Optional[tuple[float, float]] = typer.Option(None, "--precursor-power",
-                                                                  help="LOW HIGH: power p of the ramp after the "
-                                                                  "step (<1 front-loaded, >1 late)."),
-    anomaly_rate: Optional[float] = typer.Option(None, "--anomaly-rate",
-                                                 help="Classic benign humps (no failure follows) per node-day "
-                                                 "(classic only; site profiles place look-alikes instead)."),
-    anomaly_strength: Optional[tuple[float, float]] = typer.Option(None, "--anomaly-strength",
-                                                                   help="LOW HIGH: peak strength of a classic "
-                                                                   "benign hump."),
-    anomaly_minutes: Optional[tuple[float, float]] = typer.Option(None, "--anomaly-minutes",
-                                                                  help="LOW HIGH: duration of a classic benign "
-                                                                  "hump in minutes."),
-    altheader: bool = typer.Option(False, "--altheader", help="Write LDMS headers to <schema>.HEADER files."),
-    io: bool = typer.Option(True, "--io/--no-io", help="Write the 1 s lustre_client file (CanarIO reads it; the "
-                            "failure model does not: --no-io saves ~75 % of the bytes and write time)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary (or the profile list) as JSON."),
+    nodes: int = opt(32, "--nodes", min=1, metavar="N", help="Nodes n001..nNNN."),
+    hours: float = opt(2.0, "--hours", metavar="H", help="Recorded hours."),
+    seed: int = opt(0, "--seed", metavar="N", help="Random seed."),
+    out: Optional[str] = opt(None, "--out", metavar="DIR", help="Directory to write (overwrites)."),
+    profile: str = opt("classic", "--profile", metavar="NAME", help="Site profile."),
+    list_profiles: bool = flag(False, "--list-profiles", help="List the profiles and their parameters."),
+    mtbf_hours: Optional[float] = opt(None, "--mtbf-hours", panel=OVERRIDES, metavar="H",
+                                      help="A node's mean up-time."),
+    weibull_shape: Optional[float] = opt(None, "--weibull-shape", panel=OVERRIDES, metavar="W",
+                                         help="Weibull shape of node up-times."),
+    start: float = opt(1679682800.0, "--start", panel=FILES, metavar="EPOCH", help="First sample."),
+    precursor_fraction: Optional[float] = opt(None, "--precursor-fraction", panel=OVERRIDES, metavar="F",
+                                              help="Failures with a precursor."),
+    precursor_lead: Optional[tuple[float, float]] = opt(None, "--precursor-lead", panel=OVERRIDES,
+                                                        metavar="LO HI", help="Its start, minutes before."),
+    precursor_strength: Optional[tuple[float, float]] = opt(None, "--precursor-strength", panel=OVERRIDES,
+                                                            metavar="LO HI", help="Its full strength."),
+    precursor_step: Optional[tuple[float, float]] = opt(None, "--precursor-step", panel=OVERRIDES,
+                                                        metavar="LO HI", help="Share of it reached at onset."),
+    precursor_power: Optional[tuple[float, float]] = opt(None, "--precursor-power", panel=OVERRIDES,
+                                                         metavar="LO HI", help="Power of its ramp."),
+    anomaly_rate: Optional[float] = opt(None, "--anomaly-rate", panel=OVERRIDES, metavar="R",
+                                        help="Benign humps per node-day (classic)."),
+    anomaly_strength: Optional[tuple[float, float]] = opt(None, "--anomaly-strength", panel=OVERRIDES,
+                                                          metavar="LO HI", help="A benign hump's peak strength."),
+    anomaly_minutes: Optional[tuple[float, float]] = opt(None, "--anomaly-minutes", panel=OVERRIDES,
+                                                         metavar="LO HI", help="A benign hump's minutes."),
+    altheader: bool = flag(False, "--altheader", panel=FILES, help="LDMS headers in .HEADER files."),
+    io: bool = flag(True, "--io/--no-io", panel=FILES, show_default="on", help="The 1 s lustre_client file."),
+    as_json: bool = flag(False, "--json", help="Print the summary (or the list) as JSON."),
 ) -> None:
+    """Write simulated telemetry in the real formats, with ground truth.
+
+    Files: docs/formats.md; profiles: --list-profiles; options: docs/site-guide.md
+    hpcguard simulate telemetry --nodes 64 --hours 48 --profile mixed --out DIR
+    """
     from hpcguard.simulators.telemetry import TelemetryParams, simulate_telemetry
 
     if list_profiles:  # what each profile changes, and every parameter it ends up with

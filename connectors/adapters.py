@@ -5,10 +5,12 @@ dict with the fields of ``streams.records.Action`` (action_id, kind, job_id, nod
 deadline, source, reason, time).  Adapters never build shell commands; they validate
 every id they pass on (``connectors.validation``) and run argv lists with timeouts.
 
-Adapters: ``dry-run`` (audit log only), ``command`` (site executables per kind),
-``simulator`` (in-memory, for the cluster simulator), ``slurm`` (``connectors.slurm``).
+Adapters: ``dry-run`` (audit log only; acks ``would_apply`` with the Slurm commands it would
+have run), ``command`` (site executables per kind), ``simulator`` (in-memory, for the cluster
+simulator), ``slurm`` (``connectors.slurm``).
 Adapters that can tell what an interrupted attempt did also have ``verify(action,
-claimed_at) -> ActionAck`` (``applied``/``skipped``/``failed``/``unknown``), used by
+claimed_at) -> ActionAck`` (``applied``/``skipped``/``would_apply``/``failed``/``unknown``, or
+``not_applied``: the attempt had no effect), used by
 ``Governor.reconcile`` at worker start.
 ``make_adapter(kind, settings, **opts)`` builds one; ``connectors.governor.Governor``
 wraps any of them with the safety limits and the exactly-once ledger.
@@ -27,13 +29,14 @@ Example
 >>> import tempfile, os
 >>> log = os.path.join(tempfile.mkdtemp(), "audit.jsonl")
 >>> ack = DryRunAdapter(log).apply({"action_id": "act-1", "kind": "checkpoint", "job_id": "42", "nodes": ["n1"]})
->>> ack.status
-'skipped'
+>>> ack.status, ack.detail
+('would_apply', 'dry-run: would run: scancel --signal=USR1 --batch 42')
 """
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import string
 import subprocess
 import threading
@@ -44,45 +47,93 @@ from hpcguard.connectors.acks import ActionAck, SchedulerAdapter  # noqa: F401  
 
 
 class DryRunAdapter:
-    """Records every action to a JSONL audit log and changes nothing (``skipped``)."""
+    """Records every action to a JSONL audit log and changes nothing: ``would_apply``, with the plan.
+
+    A valid action is acknowledged ``would_apply``; its ``detail`` names the exact Slurm
+    commands the ``slurm`` adapter would have run (``connectors.slurm.planned_commands``, with
+    the same ``checkpoint_signal``, ``signal_scope``, ``migrate_grace_s`` and ``migrate_hook``),
+    and the audit log's record holds them as ``command`` (argv lists) beside the action and
+    the ack.  A malformed action is ``refused`` as by every adapter (and recorded).
+    """
 
     name = "dry-run"
     changes_scheduler = False
 
-    def __init__(self, audit_log: str):
+    def __init__(self, audit_log: str, *, checkpoint_signal: str = "USR1", signal_scope: str = "batch",
+                 migrate_grace_s: float = 30.0, migrate_hook: str | None = None, reason_prefix: str = "hpcguard"):
+        from hpcguard.connectors.slurm import SIGNAL_SCOPES
+        from hpcguard.connectors.validation import validate_signal
+
+        if signal_scope not in SIGNAL_SCOPES:
+            raise ValueError(f"signal_scope must be batch, full or steps, got {signal_scope!r}")
         self.audit_log = audit_log
+        self.checkpoint_signal = validate_signal(checkpoint_signal)
+        self.signal_scope = signal_scope
+        self.migrate_grace_s = float(migrate_grace_s)
+        self.migrate_hook = migrate_hook or None
+        self.reason_prefix = reason_prefix
         self._lock = threading.Lock()
         parent = os.path.dirname(os.path.abspath(audit_log))
         os.makedirs(parent, exist_ok=True)
 
+    def plan(self, action: Any) -> list[list[str]]:
+        """The Slurm argv lists the ``slurm`` adapter would run (raises ``ValidationError`` when malformed)."""
+        from hpcguard.connectors.slurm import planned_commands
+
+        return planned_commands(action, checkpoint_signal=self.checkpoint_signal, signal_scope=self.signal_scope,
+                                migrate_hook=self.migrate_hook, reason_prefix=self.reason_prefix)
+
+    def describe(self, kind: str, commands: list[list[str]]) -> str:
+        """The ack's detail: ``dry-run: would run: CMD; CMD`` (each argv shell-quoted, exactly as it would run)."""
+        text = "dry-run: would run: " + "; ".join(shlex.join(argv) for argv in commands)
+        if kind == "migrate" and len(commands) > 1:
+            text += f" (the last {self.migrate_grace_s:g} s after the signal)"
+        return text
+
     def apply(self, action: Mapping[str, Any]) -> ActionAck:
-        ack = ActionAck(action_id=str(action.get("action_id", "")), status="skipped", adapter=self.name,
-                        kind=str(action.get("kind", "")), job_id=action.get("job_id"),
-                        nodes=list(action.get("nodes") or []), detail="dry-run: recorded in audit log, not executed")
+        from hpcguard.connectors.validation import ValidationError, validate_action
+
+        try:
+            va = validate_action(action)
+            commands = self.plan(va)
+        except ValidationError as err:
+            ack, commands = _refused(action, self.name, err), []
+        else:
+            ack = ActionAck(action_id=va.action_id, status="would_apply", adapter=self.name, kind=va.kind,
+                            job_id=va.job_id, nodes=list(va.nodes), detail=self.describe(va.kind, commands))
+        record = {"action": dict(action) if isinstance(action, Mapping) else action, "ack": ack.as_dict(),
+                  "would_apply": ack.status == "would_apply", "command": commands}
         with self._lock, open(self.audit_log, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"action": dict(action), "ack": ack.as_dict()}, default=str) + "\n")
+            fh.write(json.dumps(record, default=str) + "\n")
         return ack
 
     def verify(self, action: Mapping[str, Any], claimed_at: float) -> ActionAck:
-        """After an interruption: ``skipped`` when the audit log holds the action, else ``not_applied``: the
-        attempt stopped before doing anything, so the governor runs it now (as for a command adapter whose
-        verify command says "not applied"); ``failed`` would lose the action."""
+        """After an interruption: the recorded answer (``would_apply`` and its plan) when the audit log holds
+        the action, else ``not_applied``: the attempt stopped before doing anything, so the governor runs it now
+        (as for a command adapter whose verify command says "not applied"); ``failed`` would lose the action."""
         action_id = str(action.get("action_id", ""))
-        recorded = False
+        recorded: dict | None = None
         if os.path.exists(self.audit_log):
             with open(self.audit_log, encoding="utf-8") as fh:
                 for line in fh:
                     try:
-                        recorded = json.loads(line)["action"]["action_id"] == action_id
+                        entry = json.loads(line)
+                        # a refused record was a malformed action that merely carried this id
+                        if entry["action"]["action_id"] == action_id and entry["ack"]["status"] != "refused":
+                            recorded = entry
                     except (ValueError, KeyError, TypeError):
                         continue  # a line cut short by the interruption itself
-                    if recorded:
+                    if recorded is not None:
                         break
-        ack = ActionAck(action_id=action_id, status="skipped" if recorded else "not_applied", adapter=self.name,
+        ack = ActionAck(action_id=action_id, status="not_applied", adapter=self.name,
                         kind=str(action.get("kind", "")), job_id=action.get("job_id"),
                         nodes=list(action.get("nodes") or []),
-                        detail="dry-run: recorded in audit log, not executed" if recorded
-                        else "dry-run: not in the audit log, so the attempt stopped before doing anything")
+                        detail="dry-run: not in the audit log, so the attempt stopped before doing anything")
+        if recorded is not None:
+            earlier = recorded.get("ack") or {}
+            # audit logs written before would_apply existed hold "skipped": the same outcome, said the old way
+            ack.status = "skipped" if earlier.get("status") == "skipped" else "would_apply"
+            ack.detail = earlier.get("detail") or self.describe(ack.kind, recorded.get("command") or [])
         return ack
 
 
@@ -310,13 +361,15 @@ class SimulatorAdapter:
 ADAPTER_KINDS = ("dry-run", "slurm", "command", "simulator")
 SLURM_SETTING_KEYS = ("slurm_conf", "checkpoint_signal", "signal_scope", "migrate_grace_s", "migrate_hook",
                       "timeout_s")
+PLAN_SETTING_KEYS = ("checkpoint_signal", "signal_scope", "migrate_grace_s", "migrate_hook")  # the dry-run plan
 
 
 def make_adapter(kind: str, settings: Any = None, **opts: Any) -> SchedulerAdapter:
     """Build an adapter by name.
 
     ``settings`` is ``hpcguard.settings.Settings`` or its ``AdapterSettings`` (for the audit
-    log path and, where the settings define them, the ``SLURM_SETTING_KEYS``) or None;
+    log path and, where the settings define them, the ``SLURM_SETTING_KEYS``; the dry-run adapter's plan
+    uses the ``PLAN_SETTING_KEYS``) or None;
     ``opts`` go to the adapter's constructor: ``slurm`` takes
     ``slurm_conf``, ``checkpoint_signal``, ``signal_scope``, ``migrate_grace_s``, ``migrate_hook``…;
     ``command`` takes ``commands={kind: argv}``; ``simulator`` takes ``total_nodes``, ``handler``.
@@ -329,7 +382,11 @@ def make_adapter(kind: str, settings: Any = None, **opts: Any) -> SchedulerAdapt
     adapter_settings = getattr(settings, "adapter", settings)
     if kind == "dry-run":
         audit = opts.pop("audit_log", None) or getattr(adapter_settings, "audit_log", "hpcguard-actions.jsonl")
-        return DryRunAdapter(audit, **opts)
+        for key in PLAN_SETTING_KEYS:  # the plan names the commands the Slurm adapter would run with these settings
+            value = getattr(adapter_settings, key, None)
+            if value not in (None, "") and opts.get(key) is None:
+                opts[key] = value
+        return DryRunAdapter(audit, **{k: v for k, v in opts.items() if v is not None})
     if kind == "slurm":
         from hpcguard.connectors.slurm import SlurmAdapter
 

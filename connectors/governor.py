@@ -17,11 +17,15 @@
 
 Ledger states (``LEDGER_STATES``)::
 
-    (new) ──claim──> executing ──adapter──> applied | skipped | refused | failed
-      │                  └──reconcile──> applied | skipped | failed | unknown
+    (new) ──claim──> executing ──adapter──> applied | skipped | would_apply | refused | failed
+      │                  └──reconcile──> applied | skipped | would_apply | failed | unknown
       └──check──> refused
     unknown ──operator──> applied | failed | retry
-    failed | refused | skipped ──operator──> retry ──next delivery──> executing | refused
+    failed | refused | skipped | would_apply ──operator──> retry ──next delivery──> executing | refused
+
+``would_apply`` is the dry-run adapter's answer (what it would have run, nothing ran): final
+like ``skipped``, never run again by itself, and it holds no effect, so it counts against
+no limit.
 
 A retry is always an explicit decision: a new action id, or ``hpcguard ledger resolve ID
 --as retry``.  ``Governor.reconcile()`` finishes rows an interrupted worker left ``executing``.
@@ -62,12 +66,13 @@ from hpcguard.connectors.validation import (ACTION_KINDS, ValidatedAction, Valid
 
 DISRUPTIVE = ("checkpoint", "migrate", "reschedule", "drain")
 NODE_ACTIONS = ("drain", "migrate")  # kinds that change node state (node cool-down, drain ceiling)
-LEDGER_STATES = ("executing", "applied", "skipped", "refused", "failed", "unknown", "retry")
+LEDGER_STATES = ("executing", "applied", "skipped", "would_apply", "refused", "failed", "unknown", "retry")
 # What an operator may record (``hpcguard ledger resolve``): from → allowed targets.
 OPERATOR_TRANSITIONS = {"executing": ("applied", "failed", "retry"), "unknown": ("applied", "failed", "retry"),
-                        "failed": ("retry",), "refused": ("retry",), "skipped": ("retry",)}
+                        "failed": ("retry",), "refused": ("retry",), "skipped": ("retry",),
+                        "would_apply": ("retry",)}
 # Rows that may hold an effect count against limits: applied, unknown (may have run), executing (in flight).
-_ENDINGS = ("applied", "skipped", "refused", "failed", "unknown")  # how an executing row can end
+_ENDINGS = ("applied", "skipped", "would_apply", "refused", "failed", "unknown")  # how an executing row can end
 _HOLDS = "(status IN ('applied', 'unknown') AND finished >= ? OR status = 'executing')"
 
 _SCHEMA = (
@@ -522,8 +527,8 @@ class Governor:
         ``config.executing_timeout_s``; rows in flight in this process are left to it.  The
         adapter's ``verify(action, claimed_at) -> ActionAck`` reads the scheduler (Slurm:
         ``scontrol`` state; dry-run: its audit log; command: the site's verify command) and says
-        ``applied``/``skipped``/``failed`` — for a Slurm ``migrate`` interrupted in its grace
-        period it completes the requeue, or undoes hpcguard's own drain when the job cannot be
+        ``applied``/``skipped``/``would_apply``/``failed`` — for a Slurm ``migrate`` interrupted in
+        its grace period it completes the requeue, or undoes hpcguard's own drain when the job cannot be
         requeued — ``not_applied`` (the attempt had no effect: the action runs now, unless its
         deadline went stale meanwhile) or ``unknown``, left for an operator
         (``hpcguard ledger resolve``).  Returns one ack per row finished (the

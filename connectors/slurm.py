@@ -23,6 +23,10 @@ kind to Slurm operations and verifies the effect by reading state back:
 ``SlurmAdapter.verify(action, claimed_at)`` tells ``Governor.reconcile`` what an interrupted
 attempt did (and finishes an interrupted ``migrate``).
 
+``planned_commands(action, ...)`` (``SlurmAdapter.plan``) lists those commands as argv lists
+without running anything: the adapter runs the very same lists, and the dry-run adapter
+reports them as what it would have done (``would_apply``).
+
 Example
 -------
 >>> parse_time_limit("1-02:30")
@@ -242,6 +246,87 @@ def _text(data: Any) -> str:
     return data or ""
 
 
+# ----------------------------------------------------------------------------- the commands, as data
+# The one place each Slurm command of an action is spelled: ``SlurmAdapter`` runs these argv lists and
+# ``planned_commands`` (the dry-run adapter's plan) lists them, so a plan and a real run cannot diverge.
+SIGNAL_SCOPES = {"batch": ("--batch",), "full": ("--full",), "steps": ()}
+
+
+def drain_argv(nodes: list[str] | tuple[str, ...], reason: str) -> list[str]:
+    """``scontrol update NodeName=n1,n2 State=DRAIN Reason=TEXT`` (one argv item: no shell quoting needed)."""
+    return ["scontrol", "update", f"NodeName={','.join(nodes)}", "State=DRAIN", f"Reason={reason}"]
+
+
+def resume_argv(nodes: list[str] | tuple[str, ...]) -> list[str]:
+    return ["scontrol", "update", f"NodeName={','.join(nodes)}", "State=RESUME"]
+
+
+def signal_argv(job_id: str, signal: str, scope: str) -> list[str]:
+    """The checkpoint signal: ``scancel --signal=SIG [--batch|--full] JOBID``."""
+    return ["scancel", f"--signal={signal}", *SIGNAL_SCOPES[scope], job_id]
+
+
+def requeue_argv(job_id: str, hold: bool = False) -> list[str]:
+    return ["scontrol", "requeuehold" if hold else "requeue", job_id]
+
+
+def hold_argv(job_id: str) -> list[str]:
+    return ["scontrol", "hold", job_id]
+
+
+def release_argv(job_id: str) -> list[str]:
+    return ["scontrol", "release", job_id]
+
+
+def drain_reason(va: ValidatedAction, reason_prefix: str = "hpcguard") -> str:
+    """The Slurm reason of a drain: ``PREFIX ACTION_ID: TEXT`` (resume and verify recognise hpcguard's drains by it)."""
+    return f"{reason_prefix} {va.action_id}: {va.reason_text}"
+
+
+def planned_commands(action: Mapping[str, Any] | ValidatedAction, *, checkpoint_signal: str = "USR1",
+                     signal_scope: str = "batch", migrate_hook: str | None = None,
+                     reason_prefix: str = "hpcguard") -> list[list[str]]:
+    """The argv lists ``SlurmAdapter`` runs for ``action``, in order (a pure function: nothing runs).
+
+    The plan assumes the state the adapter acts on: a running job (checkpoint, migrate,
+    reschedule), a pending job (delay; held for release), nodes not drained yet (drain) or
+    drained by hpcguard (resume).  The real adapter reads that state first and may skip
+    (nodes already drained are left out of the drain, a pending job is not signalled);
+    ``migrate`` waits ``migrate_grace_s`` between the signal and the requeue (or the hook).
+    A malformed action raises ``ValidationError``, as the adapter refuses it.
+
+    >>> planned_commands({"action_id": "a1", "kind": "checkpoint", "job_id": "42", "nodes": ["n1"]})
+    [['scancel', '--signal=USR1', '--batch', '42']]
+    >>> planned_commands({"action_id": "a2", "kind": "migrate", "job_id": "42", "nodes": ["n1"],
+    ...                   "reason": {"text": "fan"}})  # doctest: +NORMALIZE_WHITESPACE
+    [['scontrol', 'update', 'NodeName=n1', 'State=DRAIN', 'Reason=hpcguard a2: fan'],
+     ['scancel', '--signal=USR1', '--batch', '42'], ['scontrol', 'requeue', '42']]
+    """
+    va = action if isinstance(action, ValidatedAction) else validate_action(action)
+    signal = validate_signal(checkpoint_signal)
+    if signal_scope not in SIGNAL_SCOPES:
+        raise ValueError(f"signal_scope must be batch, full or steps, got {signal_scope!r}")
+    job = va.job_id or ""
+    if va.kind == "checkpoint":
+        return [signal_argv(job, signal, signal_scope)]
+    if va.kind == "drain":
+        return [drain_argv(va.nodes, drain_reason(va, reason_prefix))]
+    if va.kind == "resume":
+        return [resume_argv(va.nodes)]
+    if va.kind == "reschedule":
+        return [requeue_argv(job, hold=va.hold)]
+    if va.kind == "delay":
+        return [hold_argv(job)]
+    if va.kind == "release":
+        return [release_argv(job)]
+    if va.kind == "migrate":
+        steps = [drain_argv(va.nodes, drain_reason(va, reason_prefix))] if va.nodes else []
+        steps.append(signal_argv(job, signal, signal_scope))
+        steps.append([migrate_hook, job, *va.nodes] if migrate_hook else requeue_argv(job))
+        return steps
+    raise ValueError(f"no Slurm commands for kind {va.kind!r}")  # validate_action admits only the seven kinds
+
+
 # ----------------------------------------------------------------------------- adapter
 @dataclass
 class _Run:
@@ -284,7 +369,7 @@ class SlurmAdapter:
                  checkpoint_signal: str = "USR1", signal_scope: str = "batch", migrate_grace_s: float = 30.0,
                  migrate_hook: str | None = None, reason_prefix: str = "hpcguard", resume_foreign: bool = False,
                  verify_timeout_s: float = 10.0, sleep: Callable[[float], None] = time.sleep):
-        if signal_scope not in ("batch", "full", "steps"):
+        if signal_scope not in SIGNAL_SCOPES:
             raise ValueError(f"signal_scope must be batch, full or steps, got {signal_scope!r}")
         if migrate_hook and not os.access(migrate_hook, os.X_OK):
             raise ValueError(f"migrate hook {migrate_hook!r} is not an executable file")
@@ -439,7 +524,7 @@ class SlurmAdapter:
             return "failed", f"job {va.job_id} still runs on {','.join(va.nodes)} and nothing was drained: " \
                              f"interrupted before any change"
         if ours:  # the job cannot be requeued any more: do not leave our drain behind
-            res = run.add(self.runner.run("scontrol", "update", f"NodeName={','.join(ours)}", "State=RESUME"))
+            res = run.add(self.runner.run(*resume_argv(ours)))
             undone = "undid this action's drain of " + ",".join(ours) if res.ok else \
                 f"could not undo the drain of {','.join(ours)}: {res.stderr.strip()}"
             return ("failed" if res.ok else "unknown"), (f"job {va.job_id} is {state}, so it cannot be requeued; "
@@ -447,7 +532,12 @@ class SlurmAdapter:
         return "failed", f"job {va.job_id} is {state} and no node carries this action's drain"
 
     def slurm_reason(self, va: ValidatedAction) -> str:
-        return f"{self.reason_prefix} {va.action_id}: {va.reason_text}"
+        return drain_reason(va, self.reason_prefix)
+
+    def plan(self, action: Mapping[str, Any] | ValidatedAction) -> list[list[str]]:
+        """The argv lists :meth:`apply` runs for ``action`` with this adapter's settings (``planned_commands``)."""
+        return planned_commands(action, checkpoint_signal=self.checkpoint_signal, signal_scope=self.signal_scope,
+                                migrate_hook=self.migrate_hook, reason_prefix=self.reason_prefix)
 
     def _wait(self, check: Callable[[], bool]) -> bool:
         deadline = time.monotonic() + self.verify_timeout_s
@@ -468,8 +558,7 @@ class SlurmAdapter:
         if not todo:
             return "skipped", "all nodes already drained: " + "; ".join(f"{n} ({before[n]['reason']})" for n in va.nodes)
         reason = self.slurm_reason(va)
-        res = run.add(self.runner.run("scontrol", "update", f"NodeName={','.join(todo)}", "State=DRAIN",
-                                      f"Reason={reason}"))
+        res = run.add(self.runner.run(*drain_argv(todo, reason)))
         if not res.ok:
             return "failed", f"scontrol update failed: {res.stderr.strip()}"
         after: dict[str, dict[str, Any]] = {}
@@ -496,7 +585,7 @@ class SlurmAdapter:
         if foreign and not self.resume_foreign:
             return "refused", ("not drained by hpcguard (resume_foreign is off): "
                                + "; ".join(f"{n} ({before[n]['reason']})" for n in foreign))
-        res = run.add(self.runner.run("scontrol", "update", f"NodeName={','.join(drained)}", "State=RESUME"))
+        res = run.add(self.runner.run(*resume_argv(drained)))
         if not res.ok:
             return "failed", f"scontrol update failed: {res.stderr.strip()}"
         after: dict[str, dict[str, Any]] = {}
@@ -510,8 +599,7 @@ class SlurmAdapter:
         return "applied", f"resumed {','.join(drained)}: " + _nodes_text(after, drained)
 
     def _signal(self, va: ValidatedAction, run: _Run) -> CommandResult:
-        scope = {"batch": ["--batch"], "full": ["--full"], "steps": []}[self.signal_scope]
-        return run.add(self.runner.run("scancel", f"--signal={self.checkpoint_signal}", *scope, va.job_id))
+        return run.add(self.runner.run(*signal_argv(va.job_id, self.checkpoint_signal, self.signal_scope)))
 
     def _checkpoint(self, va: ValidatedAction, run: _Run) -> tuple[str, str]:
         job = self.job_info(va.job_id)
@@ -528,8 +616,9 @@ class SlurmAdapter:
                            f"job state after: {state}")
 
     def _requeue(self, va: ValidatedAction, run: _Run, before: dict[str, Any], hold: bool) -> tuple[str, str]:
-        verb = "requeuehold" if hold else "requeue"
-        res = run.add(self.runner.run("scontrol", verb, va.job_id))
+        argv = requeue_argv(va.job_id, hold=hold)
+        verb = argv[1]
+        res = run.add(self.runner.run(*argv))
         if not res.ok:
             return "failed", f"scontrol {verb} failed: {res.stderr.strip()}"
         seen: dict[str, Any] = {}
@@ -571,7 +660,8 @@ class SlurmAdapter:
         if self.migrate_grace_s > 0:
             self.sleep(self.migrate_grace_s)
         if self.migrate_hook:
-            hook = run.add(_run_hook(self.migrate_hook, [va.job_id, *va.nodes], self.runner.timeout_s, self.runner.env))
+            hook_argv = self.plan(va)[-1]  # HOOK JOBID NODE...
+            hook = run.add(_run_hook(hook_argv[0], hook_argv[1:], self.runner.timeout_s, self.runner.env))
             if not hook.ok:
                 return "failed", "; ".join(steps + [f"migrate hook failed: rc={hook.returncode}"])
             after = self.job_info(va.job_id)
@@ -590,7 +680,7 @@ class SlurmAdapter:
             return "skipped", f"job {va.job_id} is {job['state']}; hold applies to pending jobs"
         if job["priority"] == 0:
             return "skipped", f"job {va.job_id} is already held ({job.get('Reason', '')})"
-        res = run.add(self.runner.run("scontrol", "hold", va.job_id))
+        res = run.add(self.runner.run(*hold_argv(va.job_id)))
         if not res.ok:
             return "failed", f"scontrol hold failed: {res.stderr.strip()}"
         seen: dict[str, Any] = {}
@@ -605,7 +695,7 @@ class SlurmAdapter:
             return "failed", f"job {va.job_id} not found"
         if job["state"] != "PENDING" or job["priority"] != 0:
             return "skipped", f"job {va.job_id} is {job['state']} and not held"
-        res = run.add(self.runner.run("scontrol", "release", va.job_id))
+        res = run.add(self.runner.run(*release_argv(va.job_id)))
         if not res.ok:
             return "failed", f"scontrol release failed: {res.stderr.strip()}"
         seen: dict[str, Any] = {}

@@ -214,7 +214,8 @@ def validate_action(action: Any) -> ValidatedAction:
 #
 # Every failure is a ValidationError whose ``kind`` and ``reason`` go into the dead letter.
 
-ACK_STATUSES = ("applied", "skipped", "failed", "refused", "duplicate", "unknown")  # unknown: Governor.reconcile
+# unknown: Governor.reconcile; would_apply: the dry-run adapter's plan (terminal like skipped: nothing ran)
+ACK_STATUSES = ("applied", "skipped", "would_apply", "failed", "refused", "duplicate", "unknown")
 JOB_EVENTS = ("submit", "start", "end", "requeue", "hold", "release")
 DEADLINE_HORIZON_S = 366 * 86400.0  # an action's deadline may lie at most a year ahead
 RAW_COUNTER_BOUND = 2.0 ** 64  # LDMS U64 counters (sent as signed Avro longs: may be negative)
@@ -530,7 +531,8 @@ _SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
         "failure_probability": (_F_PROB, True), "warn": (lambda v, n, lim, now: _bool(v, n), True),
         "lead_minutes": (_F_NONNEG, True), "network_probabilities": (_c(_probabilities), False),
         "vote": (_F_TEXT, False), "sample_time": (_F_TIME, False), "ingest_time": (_F_TIME, False),
-        "detail": (_c(_finite_json), False), "v": (_F_VERSION, False)},
+        "detail": (_c(_finite_json), False),
+        "mem_usage_percent": (lambda v, n, lim, now: _number(v, n, lim, 0.0, 100.0), False), "v": (_F_VERSION, False)},
     "Action": {
         "action_id": (_F_ACTION, True), "kind": (lambda v, n, lim, now: _choice(v, n, ACTION_KINDS), True),
         "source": (lambda v, n, lim, now: _check(_SOURCE, v, n, "source"), True),

@@ -121,10 +121,12 @@ class AdapterSettings:
 class PolicySettings:
     """Site costs and limits of the decision policy (``models.policy``)."""
 
-    node_memory_gb: float = 512.0  # memory to move for a live migration (seed 003 §4.2: Summit)
+    node_memory_gb: float = 128.0  # memory per node (a typical cluster; Summit: 512)
     migration_gbs: float = 12.5  # inter-node bandwidth for live migration
-    bb_write_gbs: float = 2.1  # burst-buffer write bandwidth per node; 0 = no burst buffer
+    bb_write_gbs: float = 0.0  # burst-buffer write bandwidth per node; 0 = no burst buffer (Summit: 2.1)
     pfs_write_gbs: float = 1.0  # parallel-file-system write bandwidth per node
+    checkpoint_fraction: float = 0.5  # checkpoint size / node memory when meminfo says nothing
+    break_even: bool = True  # act only when p × node-hours at risk exceeds the action's cost
     uc_ceiling: float = 0.0  # hold back warnings of jobs whose UC(n) exceeds this (0 = off)
     mtbf_h: float = 24.0  # machine MTBF for periodic checkpoint plans at job start
     ckpt_cost_h: float = 0.1  # checkpoint cost for periodic plans

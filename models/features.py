@@ -74,6 +74,37 @@ SPIKE_Z = 4.0
 FULL_IN_MINUTES = 100.0  # robust set: "full in" is capped here (a flat or falling percent sensor)
 
 
+def last_level(windows: np.ndarray, sensor: str) -> np.ndarray:
+    """The newest present value of ``sensor`` in each ``(N, steps, S)`` window (NaN when none):
+    what a node's collector said last, e.g. ``mem_usage`` (meminfo's memory in use, %),
+    which sizes a job's checkpoint.
+
+    >>> w = np.full((2, 3, len(CANONICAL_SENSORS)), np.nan)
+    >>> w[0, :2, 7] = [40.0, 55.0]
+    >>> last_level(w, "mem_usage")
+    array([55., nan])
+    """
+    col = np.asarray(windows, dtype=float)[:, :, CANONICAL_SENSORS.index(sensor)]
+    present = ~np.isnan(col)
+    last = col.shape[1] - 1 - np.argmax(present[:, ::-1], axis=1)
+    return np.where(present.any(axis=1), col[np.arange(col.shape[0]), last], np.nan)
+
+
+def memory_in_use(windows: np.ndarray) -> list[float | None]:
+    """Per window, the node's memory in use (%) last reported, ``None`` when unknown: the
+    ``mem_usage_percent`` a prediction carries for the decision policy (the worker and the
+    offline path both call this, so their actions agree).
+
+    >>> w = np.full((2, 3, len(CANONICAL_SENSORS)), np.nan); w[1, 0, 7] = 12.5
+    >>> memory_in_use(w)
+    [None, 12.5]
+    """
+    w = np.asarray(windows, dtype=float)
+    if w.ndim != 3 or w.shape[2] != len(CANONICAL_SENSORS):
+        return [None] * len(w)
+    return [None if np.isnan(x) else round(float(x), 3) for x in last_level(w, "mem_usage")]
+
+
 def window_features(windows: np.ndarray) -> np.ndarray:
     """Seven statistics per sensor, sensor-major.
 

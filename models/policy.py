@@ -6,7 +6,9 @@ migration time and a spare exists; else a safeguard ``checkpoint`` when the lead
 covers writing a checkpoint to the burst buffer and then the PFS; else nothing (the
 failure is imminent and the job restarts from its last periodic checkpoint). Tab. 4.1
 says when the periodic schedule shifts (:func:`shift_schedule`). Optionally the warning
-is held back for large jobs whose UC(n) (seed 000 Eq. 4.4) exceeds a ceiling.
+is held back for large jobs whose UC(n) (seed 000 Eq. 4.4) exceeds a ceiling. A
+migration or checkpoint is taken only when it pays (:func:`break_even`): the failure
+probability × the node-hours a failure would destroy must exceed the action's cost.
 
 The streaming decision agent and the cluster simulator both call one
 :class:`DecisionPolicy` (the tree per job, FARS when spares are short).
@@ -29,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 from hpcguard.models.actions import action_id  # re-exported: ids of the actions decided here
 
-__all__ = ["action_id", "SiteCosts", "Decision", "DecisionPolicy", "spare_pool_at", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
+__all__ = ["action_id", "SiteCosts", "SUMMIT", "job_memory_gb", "break_even", "Decision", "DecisionPolicy", "spare_pool_at", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
            "decide_many", "checkpoint_recommendation", "BRANCHES"]
 
 #: branch names of Fig. 4.2 as they appear in action reasons
@@ -39,20 +41,22 @@ BRANCHES = ("migrate:lead>=migration", "checkpoint:lead>=safeguard", "checkpoint
 
 @dataclass(frozen=True)
 class SiteCosts:
-    """Per-site cost model (defaults: Summit figures of seed 003 §4.2, §4.4).
+    """Per-site cost model (defaults: a typical cluster, see :data:`SUMMIT` for seed 003's).
 
-    Migration time = memory to move / inter-node bandwidth (512 GB at 12.5 GB/s ≈ 41 s).
+    Migration time = memory to move / inter-node bandwidth (128 GB at 12.5 GB/s ≈ 10 s).
     Safeguard checkpoint time = size / burst-buffer write bandwidth + size / PFS
     bandwidth per node (written one after another, §4.1); without a burst buffer
-    (``bb_write_gbs=None``) only the PFS write counts. A job may override the memory
-    (``memory_gb``) and checkpoint size (``checkpoint_gb``).
+    (``bb_write_gbs=None``, the default) only the PFS write counts (64 GB at 1 GB/s = 64 s).
+    A job may override the memory (``memory_gb``: what its nodes' meminfo reports in
+    use) and the checkpoint size (``checkpoint_gb``); the checkpoint is
+    ``checkpoint_fraction`` of the node memory only when neither is known.
     """
 
-    node_memory_gb: float = 512.0
+    node_memory_gb: float = 128.0
     migration_gbs: float = 12.5
-    bb_write_gbs: float | None = 2.1
+    bb_write_gbs: float | None = None
     pfs_write_gbs: float = 1.0
-    checkpoint_fraction: float = 1.0  # checkpoint size as a fraction of the job's memory per node
+    checkpoint_fraction: float = 0.5  # checkpoint size as a fraction of the node memory when no meminfo is known
     spare_per_migration: int = 1
 
     def __post_init__(self):
@@ -68,14 +72,23 @@ class SiteCosts:
         return mem / self.migration_gbs
 
     def checkpoint_seconds(self, size_gb: float | None = None, memory_gb: float | None = None) -> float:
-        """Time to commit a safeguard checkpoint (burst buffer, then PFS)."""
-        mem = self.node_memory_gb if memory_gb is None else float(memory_gb)
-        size = mem * self.checkpoint_fraction if size_gb is None else float(size_gb)
+        """Time to commit a safeguard checkpoint (burst buffer, then PFS): ``size_gb``, else the
+        memory in use (``memory_gb``), else ``checkpoint_fraction`` of the node memory."""
+        if size_gb is not None:
+            size = float(size_gb)
+        else:
+            size = self.node_memory_gb * self.checkpoint_fraction if memory_gb is None else float(memory_gb)
         bb = 0.0 if self.bb_write_gbs is None else size / self.bb_write_gbs
         return bb + size / self.pfs_write_gbs
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+#: seed 003's Summit figures (§4.2, §4.4): 512 GB moved at 12.5 GB/s (41 s), a whole-memory checkpoint
+#: through a 2.1 GB/s burst buffer and then the PFS (756 s); the cluster simulator's paper reproductions use it
+SUMMIT = SiteCosts(node_memory_gb=512.0, migration_gbs=12.5, bb_write_gbs=2.1, pfs_write_gbs=1.0,
+                   checkpoint_fraction=1.0)
 
 
 @dataclass(frozen=True)
@@ -172,16 +185,47 @@ def _job_nodes(job: dict) -> list[str]:
     return [str(n) for n in nodes]
 
 
+def job_memory_gb(job: dict, prediction: dict, costs: SiteCosts) -> float | None:
+    """Memory a job holds per node: the job's ``memory_gb``, else what the warned node's
+    meminfo reports in use (``mem_usage_percent`` of the prediction × the node memory),
+    else ``None`` (the site default applies).
+
+    >>> job_memory_gb({}, {"mem_usage_percent": 25.0}, SiteCosts(node_memory_gb=256))
+    64.0
+    >>> job_memory_gb({"memory_gb": 10}, {"mem_usage_percent": 25.0}, SiteCosts()), job_memory_gb({}, {}, SiteCosts())
+    (10.0, None)
+    """
+    if job.get("memory_gb") is not None:
+        return float(job["memory_gb"])
+    pct = prediction.get("mem_usage_percent")
+    if pct is None or not math.isfinite(float(pct)):
+        return None
+    return costs.node_memory_gb * min(max(float(pct), 1.0), 100.0) / 100.0
+
+
+def break_even(probability: float, at_risk_node_hours: float, cost_node_hours: float) -> bool:
+    """Act only when the expected saving exceeds the action's cost (issue 55's rule).
+
+    ``probability × at_risk_node_hours`` (failure probability × job nodes × hours a
+    failure would destroy) against ``cost_node_hours`` (job nodes × the action's time).
+
+    >>> break_even(0.5, 8.0, 1.0), break_even(0.05, 8.0, 1.0)
+    (True, False)
+    """
+    return probability * at_risk_node_hours > cost_node_hours
+
+
 def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCosts,
            ensemble_fpr: float | None = None, uc_ceiling: float | None = None,
-           now: float | None = None) -> list[dict]:
+           now: float | None = None, apply_break_even: bool = True) -> list[dict]:
     """Actions for one node prediction (the one policy code path of agent and simulator).
 
     Parameters
     ----------
     prediction
         ``node``, ``time`` (epoch s of the prediction), ``warn``, ``lead_minutes``,
-        ``failure_probability``, ``model``.
+        ``failure_probability``, ``model``; optional ``mem_usage_percent`` (the node's
+        meminfo: sizes the checkpoint and the migration).
     job
         The job on the node (``job_id``, ``nodes``, ``num_nodes``, ``start_time``,
         ``time_limit_s``, optional ``last_checkpoint_time``, ``memory_gb``,
@@ -191,15 +235,21 @@ def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCost
     ensemble_fpr, uc_ceiling
         With both, a warning for a job whose UC(n) exceeds the ceiling is held back
         (no action); otherwise ``uc`` is reported in the reason.
+    apply_break_even
+        Hold back a migration or checkpoint whose expected saving does not exceed its
+        cost (:func:`break_even`).
 
     Returns
     -------
     list of dict
         Zero or one action: ``kind`` (migrate/checkpoint/drain), ``job_id``, ``nodes``,
         ``deadline`` (predicted failure time), ``source`` ("policy") and ``reason``
-        (branch, inputs, lead_minutes, expected_node_hours_saved, uc if gated).
-        Expected node-hours saved: migrate ``p n (deadline − t_last)/3600`` (the work a
-        failure would lose); checkpoint ``p n (now − t_last)/3600 − n t_ckpt/3600``.
+        (branch, inputs, lead_minutes, uc if gated, and the value: ``node_hours_at_risk``
+        what a failure at the deadline would destroy, migrate ``n (deadline − t_last)``,
+        checkpoint ``n (now − t_last)``, a drain 0 (the jobs it keeps off the node are not
+        known yet); ``node_hours_cost`` what the action costs, ``n t/3600`` for its time
+        ``t``, a drain the node's hours held until the deadline;
+        ``expected_node_hours_saved`` = ``p × at_risk − cost``).
     """
     for key in ("node", "time", "warn", "lead_minutes"):
         if key not in prediction:
@@ -225,7 +275,8 @@ def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCost
     if job is None:
         return [{"kind": "drain", "job_id": None, "nodes": [node], "deadline": deadline, "source": "policy",
                  "reason": {**base_reason, "branch": "drain:idle-node", "inputs": {"spare_nodes": int(spare_nodes)},
-                            "expected_node_hours_saved": 0.0}}]
+                            "node_hours_at_risk": 0.0, "node_hours_cost": lead_s / 3600.0,
+                            "expected_node_hours_saved": -lead_s / 3600.0}}]
     if "job_id" not in job:
         raise ValueError("job lacks 'job_id'")
     nodes = _job_nodes(job)
@@ -236,30 +287,36 @@ def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCost
         uc_info = {"uc": uc, "uc_ceiling": float(uc_ceiling), "ensemble_fpr": float(ensemble_fpr)}
         if not allowed:
             return []
-    migration_s = costs.migration_seconds(job.get("memory_gb"))
-    safeguard_s = costs.checkpoint_seconds(job.get("checkpoint_gb"), job.get("memory_gb"))
+    memory_gb = job_memory_gb(job, prediction, costs)
+    migration_s = costs.migration_seconds(memory_gb)
+    safeguard_s = costs.checkpoint_seconds(job.get("checkpoint_gb"), memory_gb)
     decision = multilevel_decision(lead_s, migration_s, safeguard_s, spare_nodes >= costs.spare_per_migration)
     t_last = job.get("last_checkpoint_time")
     t_last = float(job.get("start_time", now) if t_last is None else t_last)
     inputs = {"lead_s": lead_s, "migration_s": migration_s, "safeguard_ckpt_s": safeguard_s,
               "spare_nodes": int(spare_nodes), "num_nodes": n, "last_checkpoint_time": t_last,
-              "site_costs": costs.to_dict()}
+              "memory_gb": memory_gb, "site_costs": costs.to_dict()}
     reason = {**base_reason, "branch": decision.branch, "inputs": inputs, **uc_info}
+    if decision.kind == "none":
+        return []
     if decision.kind == "migrate":
-        saved = prob * n * max(deadline - t_last, 0.0) / 3600.0
-        return [{"kind": "migrate", "job_id": str(job["job_id"]), "nodes": [node], "deadline": deadline,
-                 "source": "policy", "reason": {**reason, "expected_node_hours_saved": saved}}]
-    if decision.kind == "checkpoint":
-        saved = prob * n * max(now - t_last, 0.0) / 3600.0 - n * safeguard_s / 3600.0
-        return [{"kind": "checkpoint", "job_id": str(job["job_id"]), "nodes": nodes or [node], "deadline": deadline,
-                 "source": "policy", "reason": {**reason, "expected_node_hours_saved": saved}}]
-    return []
+        at_risk, cost = n * max(deadline - t_last, 0.0) / 3600.0, n * migration_s / 3600.0
+        act = {"kind": "migrate", "job_id": str(job["job_id"]), "nodes": [node]}
+    else:
+        at_risk, cost = n * max(now - t_last, 0.0) / 3600.0, n * safeguard_s / 3600.0
+        act = {"kind": "checkpoint", "job_id": str(job["job_id"]), "nodes": nodes or [node]}
+    worth_it = break_even(prob, at_risk, cost)
+    if apply_break_even and not worth_it:
+        return []  # it would cost more than it is expected to save: do nothing
+    value = {"node_hours_at_risk": at_risk, "node_hours_cost": cost,
+             "expected_node_hours_saved": prob * at_risk - cost, "break_even": worth_it}
+    return [{**act, "deadline": deadline, "source": "policy", "reason": {**reason, **value}}]
 
 
 def decide_many(predictions: list[dict], jobs_by_node: dict, spare_nodes: int, costs: SiteCosts,
                 precision: float, strategy: str = "sul-d", interval_h: float = 0.5, overhead_h: float | None = None,
                 ensemble_fpr: float | None = None, uc_ceiling: float | None = None,
-                now: float | None = None) -> list[dict]:
+                now: float | None = None, apply_break_even: bool = True) -> list[dict]:
     """Decide for several simultaneous predictions; FARS (seed 001) shares short spares.
 
     Warned nodes are grouped by job. If the jobs that could migrate need more spare nodes
@@ -304,7 +361,8 @@ def decide_many(predictions: list[dict], jobs_by_node: dict, spare_nodes: int, c
         granted = set(sel.selected) - ({sel.residual} if sel.residual else set())
         fars_info = {"strategy": strategy, "selected": sel.selected, "gain": sel.gain, "spare_nodes": int(spare_nodes)}
     for j, p in sorted(first.items()):
-        acts = decide(p, jobs[j], need[j] if j in granted else 0, costs, ensemble_fpr, uc_ceiling, now)
+        acts = decide(p, jobs[j], need[j] if j in granted else 0, costs, ensemble_fpr, uc_ceiling, now,
+                      apply_break_even)
         for a in acts:
             if fars_info is not None:
                 a["reason"]["fars"] = {**fars_info, "granted_spare": j in granted}
@@ -328,7 +386,9 @@ class DecisionPolicy:
     >>> job = {"job_id": "42", "nodes": ["n1", "n2"], "start_time": 0.0, "time_limit_s": 3600}
     >>> [(a["kind"], a["reason"]["branch"]) for a in pol([pred], {"n1": job}, spare=["n7"])]
     [('migrate', 'migrate:lead>=migration')]
-    >>> pol([pred], {"n1": job}, spare=[])    # 120 s lead < 756 s safeguard checkpoint: nothing
+    >>> [a["kind"] for a in pol([pred], {"n1": job}, spare=[])]  # 120 s lead ≥ a 64 s checkpoint
+    ['checkpoint']
+    >>> DecisionPolicy(SUMMIT)([pred], {"n1": job}, spare=[])   # 120 s lead < Summit's 756 s checkpoint
     []
     """
 
@@ -338,6 +398,7 @@ class DecisionPolicy:
     precision: float = 0.7         # the predictor precision FARS's f_i assumes
     interval_h: float = 0.5        # FARS interval I_F
     overhead_h: float | None = None  # FARS O_F; None: the migration time
+    break_even: bool = True        # act only when p × node-hours at risk exceeds the action's cost
 
     def __call__(self, predictions: list[dict], jobs_by_node: dict, spare, fpr: float | None = None,
                  now: float | None = None) -> list[dict]:
@@ -346,7 +407,7 @@ class DecisionPolicy:
         n_spare = spare if isinstance(spare, int) else len(spare)
         actions = decide_many(predictions, jobs_by_node, n_spare, self.costs, self.precision, self.strategy,
                               self.interval_h, self.overhead_h, ensemble_fpr=fpr, uc_ceiling=self.uc_ceiling,
-                              now=now)
+                              now=now, apply_break_even=self.break_even)
         if fpr is not None:
             for a in actions:
                 if a["job_id"] is not None:  # seed 000 Eq. 4.4: chance this job's warning is unnecessary

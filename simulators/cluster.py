@@ -43,7 +43,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from hpcguard.models import fars
-from hpcguard.models.policy import DecisionPolicy, SiteCosts
+from hpcguard.models.policy import SUMMIT, DecisionPolicy, SiteCosts
 from hpcguard.simulators.failures import FailureTrace, Predictions, empty_predictions
 from hpcguard.simulators.workload import Workload
 
@@ -65,7 +65,7 @@ class Costs:
     bb_restart_s: float = 30.0     # restart from the burst buffer
     requeue_s: float = 0.0         # extra re-queue penalty before a failed job may start again
     # the decision agent's cost model: live-migration and safeguard-checkpoint times of the Fig. 4.2 tree
-    site: SiteCosts = SiteCosts()
+    site: SiteCosts = SUMMIT  # seed 003's Summit: the paper reproductions
 
 
 @dataclass(frozen=True)

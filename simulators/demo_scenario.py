@@ -7,8 +7,9 @@ overlapping it has completed; without probe start events the worker's
 few hours therefore needs the episodes placed on purpose:
 
 * the probes' first runs start together at the trace start, so the baseline
-  (expected runtime = median of the first runs, ``probe_baseline_runs = 2``)
-  is measured on a healthy file system;
+  (expected runtime = the first run of each type, ``probe_baseline_runs = 1``)
+  is measured on a healthy file system; one slot per probe type keeps the probes'
+  cost (a node each, all the time) at five nodes;
 * episode 1 starts right after those baseline runs: its windows are labelled
   degraded by the stretched probes and join the online k-NN bank one label lag later;
 * episode 2 starts one label lag after episode 1, when the detector has learnt
@@ -50,7 +51,8 @@ from hpcguard.simulators.pfs import scripts_for_jobs, simulate_pfs, write_episod
 
 PEAK_SLOWDOWN = 3.0          # severe (seed 004 Fig. 4.2 spikes reach 2–4×)
 PROBE_HEAD_S = 60.0          # the probes' first runs all start within this
-BASELINE_RUNS = 2            # expected runtime = median of the first 2 runs of a type
+BASELINE_RUNS = 1            # expected runtime = the first run of a type (one slot per type: see PROBE_SLOTS)
+PROBE_SLOTS = 1              # one probe run at a time per type: five nodes, the probes' node-hours are a cost
 EPISODE1_S = 1200.0          # 20 minutes of episode 1
 MIN_DETECT_S = 600.0         # episode 2 must leave this long to detect it
 GRID_S = 15.0                # the telemetry's 1 s grid is rounded up to 15 s
@@ -100,7 +102,7 @@ def pfs_scenario(out_dir: str, start: float, hours: float, seed: int, nodes: int
     span = int(math.ceil(hours * 3600.0 / GRID_S) * GRID_S)
     episodes, detectable = scenario_episodes(float(span))
     trace = simulate_pfs(np.random.default_rng(seed), float(start), float(start + span), n_nodes=nodes,
-                         jobs_per_hour=0.0, episodes=episodes, probe_head_s=PROBE_HEAD_S)
+                         jobs_per_hour=0.0, episodes=episodes, probe_head_s=PROBE_HEAD_S, probe_slots=PROBE_SLOTS)
     recorded = trace.probes["end"] <= start + span  # a recording holds only probes completed by its end
     probes = {k: v[recorded] for k, v in trace.probes.items()}
     os.makedirs(out_dir, exist_ok=True)

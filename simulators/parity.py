@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from hpcguard.models.features import memory_in_use
 from hpcguard.settings import Settings
 
 MIN_PRESENT = 0.75   # share of a window's steps with a sample before the worker judges it (models.grid)
@@ -59,11 +60,12 @@ def offline_predictions(values: np.ndarray, t0: float, grid_s: float, nodes: lis
     for a in range(0, node_idx.size, chunk):
         ni, si = node_idx[a:a + chunk], step_idx[a:a + chunk]
         names = [nodes[i] for i in ni.tolist()]
-        verdicts = predictor.predict(names, views[ni, si].transpose(0, 2, 1))
-        for name, s, v in zip(names, si.tolist(), verdicts):
+        windows = views[ni, si].transpose(0, 2, 1)
+        verdicts = predictor.predict(names, windows)
+        for name, s, v, mem in zip(names, si.tolist(), verdicts, memory_in_use(windows)):
             out.append({"node": name, "sample_time": t0 + (s + 1) * grid_s, "warn": bool(v.warn),
                         "lead_minutes": float(v.lead_minutes), "failure_probability": float(v.failure_probability),
-                        "model": predictor.name})
+                        "model": predictor.name, "mem_usage_percent": mem})
     return out
 
 

@@ -286,6 +286,7 @@ class Telemetry:
     ipmi_up: Optional[np.ndarray] = None    # (N, T15) polls that arrive (None: up15)
     ldms_up15: Optional[np.ndarray] = None  # (N, T15) 15 s LDMS rows that arrive (None: up15)
     bmc_outages: list[dict] = field(default_factory=list)
+    node_events: list[dict] = field(default_factory=list)  # Slurm's node events (sacctmgr show event)
 
     @property
     def ipmi_mask(self) -> np.ndarray:
@@ -909,6 +910,47 @@ def _poll_masks(rng: np.random.Generator, up15: np.ndarray, site: SiteParams
     return ipmi_up, ldms_up, outages
 
 
+# --------------------------------------------------------------------------- Slurm node events
+SLURM_DETECT_S = (20.0, 120.0)     # failure → slurmctld marks the node DOWN (missed pings)
+BENIGN_EVENTS_PER_NODE_DAY = 0.3   # drains that are no failure
+BENIGN_EVENTS = (("DRAIN", "kernel upgrade", "root(0)"), ("DRAIN", "Reboot ASAP", "root(0)"),
+                 ("DRAIN", "Kill task failed", "slurm(64030)"), ("DRAIN", "firmware update", "root(0)"))
+
+
+def slurm_node_events(seed: int, profile: str, sched: dict[str, np.ndarray], n_nodes: int,
+                      duration_s: float) -> list[dict]:
+    """The node events slurmdbd records (``sacctmgr show event``) for a failure schedule.
+
+    Each failure whose outage reaches into the window is a ``DOWN*`` event, reason
+    ``Not responding``, set by slurmctld ``SLURM_DETECT_S`` (uniform) after the failure and
+    ended when the node is repaired (``None``: still down at the window's end); a failure
+    Slurm notices only after the window is not listed.  Besides, benign drains (an
+    upgrade, ``Reboot ASAP``, ``Kill task failed``; ``BENIGN_EVENTS_PER_NODE_DAY``) that
+    are no failure.  Times are seconds from the window start, nodes indices.  Drawn from a
+    generator of their own (seed, profile): the other outputs stay as they were.
+
+    >>> s = {"node": np.array([0, 1]), "fail": np.array([-900.0, 100.0]), "repaired": np.array([-10.0, 1500.0])}
+    >>> [(e["node"], e["state"], e["end"]) for e in slurm_node_events(0, "classic", s, 2, 3600.0) if e["failure"]]
+    [(1, 'DOWN*', 1500.0)]
+    """
+    rng = np.random.default_rng([seed, zlib.crc32(b"slurm-node-events"), zlib.crc32(profile.encode())])
+    events = []
+    for n, f, r in zip(sched["node"], sched["fail"], sched["repaired"]):
+        t = float(f) + rng.uniform(*SLURM_DETECT_S)
+        if r <= 0.0 or t >= duration_s:
+            continue
+        events.append({"node": int(n), "start": t, "end": float(r) if r < duration_s else None, "state": "DOWN*",
+                       "reason": "Not responding", "user": "slurm(64030)", "failure": True})
+    for _ in range(rng.poisson(BENIGN_EVENTS_PER_NODE_DAY * n_nodes * duration_s / 86400.0)):
+        state, reason, user = BENIGN_EVENTS[int(rng.integers(len(BENIGN_EVENTS)))]
+        t0 = rng.uniform(0.0, duration_s)
+        t1 = t0 + rng.uniform(600.0, 7200.0)
+        events.append({"node": int(rng.integers(n_nodes)), "start": t0, "end": t1 if t1 < duration_s else None,
+                       "state": state, "reason": reason, "user": user, "failure": False})
+    events.sort(key=lambda e: (e["start"], e["node"]))
+    return events
+
+
 # --------------------------------------------------------------------------- main entry
 def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
                        params: Optional[TelemetryParams] = None, profile: str = "classic",
@@ -1090,15 +1132,18 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
                      ipmi=ipmi, ipmi_ms=ipmi_ms, jobs=jobs, failures=failures, anomalies=anomalies,
                      params=p, seed=seed, down_at_start=down_at_start, counter_resets=counter_resets,
                      profile=profile, hardware=hardware, racks=[int(r) for r in rack_of], ipmi_up=ipmi_up,
-                     ldms_up15=ldms_up15, bmc_outages=outages)
+                     ldms_up15=ldms_up15, bmc_outages=outages,
+                     node_events=slurm_node_events(seed, profile, sched, N, dur))
 
 
 def simulate_telemetry(out_dir: str, nodes: int = 32, hours: float = 2.0, seed: int = 0, *,
-                       profile: str = "classic", altheader: bool = False, io: bool = True, **params) -> dict:
+                       profile: str = "classic", altheader: bool = False, io: bool = True,
+                       slurm_events: bool = False, **params) -> dict:
     """Generate and write a recorded-data directory (``docs/formats.md``); returns the summary.
 
     ``params`` are :class:`TelemetryParams` fields; ``io=False`` skips the 1 s
-    ``lustre_client`` file (:func:`~hpcguard.simulators.writers.write_recording`).  The summary adds ``generate_s``,
+    ``lustre_client`` file and ``slurm_events=True`` adds ``slurm/events.txt``
+    (:func:`~hpcguard.simulators.writers.write_recording`).  The summary adds ``generate_s``,
     ``write_s`` and ``values_per_s`` (generation throughput) to ``meta.json``'s content.
 
     >>> import tempfile
@@ -1111,7 +1156,7 @@ def simulate_telemetry(out_dir: str, nodes: int = 32, hours: float = 2.0, seed: 
     t0 = time.perf_counter()
     tel = generate_telemetry(nodes, hours, seed, profile=profile, **params)
     t1 = time.perf_counter()
-    summary = write_recording(tel, out_dir, altheader=altheader, io=io)
+    summary = write_recording(tel, out_dir, altheader=altheader, io=io, slurm_events=slurm_events)
     t2 = time.perf_counter()
     summary.update({"generate_s": t1 - t0, "write_s": t2 - t1,
                     "values_per_s": tel.n_values() / max(t1 - t0, 1e-9)})

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from hpcguard.connectors.hostlist import compress_hostlist
+from hpcguard.connectors.slurm_events import event_text
 from hpcguard.simulators.profiles import GENERATIONS
 
 SACCT_HEADER = "JobID|JobName|User|Partition|NNodes|NodeList|Submit|Start|End|Timelimit|State|ExitCode"
@@ -210,6 +211,18 @@ def sacct_text(jobs: dict, start: float) -> str:
     return "\n".join(rows) + "\n"
 
 
+def sacctmgr_event_text(events: Sequence[dict], start: float, nodes: Sequence[str]) -> str:
+    """``sacctmgr -n -P show event Format=NodeName,TimeStart,TimeEnd,State,Reason,User`` text of
+    node events (times in seconds from ``start``, nodes as indices into ``nodes``; UTC).
+
+    >>> print(sacctmgr_event_text([{"node": 0, "start": 60.0, "end": None, "state": "DOWN*",
+    ...                             "reason": "Not responding", "user": "slurm(64030)"}], 0.0, ["n001"]), end="")
+    n001|1970-01-01T00:01:00|Unknown|DOWN*|Not responding|slurm(64030)
+    """
+    return event_text({**e, "node": nodes[e["node"]], "start": start + e["start"],
+                       "end": None if e.get("end") is None else start + e["end"]} for e in events)
+
+
 # --------------------------------------------------------------------------- everything
 LDMS_FORMATS = {
     "lustre_client": ("%d", "%d"),
@@ -221,12 +234,17 @@ LDMS_FORMATS = {
 }
 
 
-def write_recording(tel: Any, out_dir: str, altheader: bool = False, io: bool = True) -> dict:
+def write_recording(tel: Any, out_dir: str, altheader: bool = False, io: bool = True,
+                    slurm_events: bool = False) -> dict:
     """Write ``tel`` (a :class:`~hpcguard.simulators.telemetry.Telemetry`) as a recorded-data directory;
     returns the summary written to meta.json.
 
     ``io=False`` leaves out the 1 s ``lustre_client`` file (three quarters of the bytes;
-    the failure model's ten sensors do not use it, CanarIO does).
+    the failure model's ten sensors do not use it, CanarIO does).  ``slurm_events=True``
+    adds ``slurm/events.txt``, Slurm's node events as ``sacctmgr -n -P show event
+    Format=NodeName,TimeStart,TimeEnd,State,Reason,User`` prints them (``hpcguard label
+    --events``); off by default, as the replay and the readers of ``slurm/`` take every file
+    there for a sacct dump.
     """
     for sub in ("ldms", "ipmi", "slurm"):
         os.makedirs(os.path.join(out_dir, sub), exist_ok=True)
@@ -266,6 +284,10 @@ def write_recording(tel: Any, out_dir: str, altheader: bool = False, io: bool = 
     with open(os.path.join(out_dir, "slurm", "sacct.txt"), "w") as fh:
         fh.write(sacct_text(tel.jobs, tel.start))
     files.append("slurm/sacct.txt")
+    if slurm_events:
+        with open(os.path.join(out_dir, "slurm", "events.txt"), "w") as fh:
+            fh.write(sacctmgr_event_text(tel.node_events, tel.start, tel.nodes))
+        files.append("slurm/events.txt")
     with open(os.path.join(out_dir, "failures.csv"), "w") as fh:
         fh.write("time,node,job_id,cause,family,onset_minutes,onset_time\n")
         for f in tel.failures:

@@ -39,7 +39,7 @@ def make_action(a: dict, trigger: str, time: float, trigger_time: float | None) 
 def emit_action(app: faust.App, a: dict, trigger: str, key: str, time: float, trigger_time: float | None) -> None:
     """Publish one decided action (without waiting for the broker)."""
     action = make_action(a, trigger, time, trigger_time)
-    metrics.ACTIONS.labels(action["kind"], action["source"]).inc()
+    metrics.count_action(action)
     app.hpc.plumbing.publish(out(app, "actions"), action["job_id"] or key, action)
 
 
@@ -110,7 +110,7 @@ def register(app: faust.App) -> None:
                         action = make_action(a, f"{p['model']}@{p['node']}@{t:.0f}", t, p.get("ingest_time"))
                         if action["action_id"] in published:
                             continue  # published before the restart
-                        metrics.ACTIONS.labels(action["kind"], action["source"]).inc()
+                        metrics.count_action(action)  # with its estimated node-hours saved and spent
                         decided.append((action["job_id"] or p["node"], action))
             # why this order: an episode persisted before its action was delivered would lose the action in a crash
             outputs.sent(await deliver(app, actions_topic, decided))

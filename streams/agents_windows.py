@@ -32,7 +32,7 @@ import math
 import faust
 import numpy as np
 
-from hpcguard.models.features import CANONICAL_SENSORS
+from hpcguard.models.features import CANONICAL_SENSORS, memory_in_use
 from hpcguard.models.grid import NodeGrid
 from hpcguard.streams import metrics
 from hpcguard.streams.delta_log import DeltaLog
@@ -101,9 +101,11 @@ def register(app: faust.App) -> None:
         if not due:
             return
         due.sort(key=lambda d: (d[1], d[0]))
-        verdicts = predictor.predict([d[0] for d in due], np.stack([d[3] for d in due]))
+        windows = np.stack([d[3] for d in due])
+        verdicts = predictor.predict([d[0] for d in due], windows)
+        memory = memory_in_use(windows)
         items = []
-        for (node, step_time, ingested, _), v in zip(due, verdicts):
+        for (node, step_time, ingested, _), v, mem in zip(due, verdicts, memory):
             step_end = step_time + w.grid_s
             emitted[node] = max(emitted.get(node, -math.inf), step_end)
             metrics.PREDICTIONS.labels(predictor.name, "warn" if v.warn else "ok").inc()
@@ -111,7 +113,7 @@ def register(app: faust.App) -> None:
                 "node": node, "time": step_end, "model": predictor.name, "model_version": predictor.version,
                 "failure_probability": v.failure_probability, "warn": v.warn, "lead_minutes": v.lead_minutes,
                 "network_probabilities": v.network_probabilities, "vote": v.vote, "sample_time": step_end,
-                "ingest_time": ingested, "detail": v.detail, "v": 1}))
+                "ingest_time": ingested, "detail": v.detail, "mem_usage_percent": mem, "v": 1}))
         outputs.sent(await deliver(app, predictions, items))
 
     def grid_record(node: str, whole: bool) -> dict:

@@ -5,8 +5,8 @@ the cluster simulator calls, configured from ``Settings.policy``.
 >>> policy = policy_for(Settings())
 >>> pred = {"node": "n1", "time": 1000.0, "sample_time": 1000.0, "warn": True, "lead_minutes": 2.0}
 >>> job = {"job_id": "42", "nodes": ["n1", "n2"], "start_time": 0.0, "time_limit_s": 3600}
->>> [a["kind"] for a in policy(pred, job, ["n9"], None)], policy(pred, job, [], None)
-(['migrate'], [])
+>>> [a["kind"] for a in policy(pred, job, ["n9"], None)], [a["kind"] for a in policy(pred, job, [], None)]
+(['migrate'], ['checkpoint'])
 """
 from __future__ import annotations
 
@@ -20,12 +20,14 @@ def site_costs(settings: Settings) -> SiteCosts:
     """The site's cost model (migration and safeguard-checkpoint times) from ``[policy]``."""
     p = settings.policy
     return SiteCosts(node_memory_gb=p.node_memory_gb, migration_gbs=p.migration_gbs,
-                     bb_write_gbs=p.bb_write_gbs or None, pfs_write_gbs=p.pfs_write_gbs)
+                     bb_write_gbs=p.bb_write_gbs or None, pfs_write_gbs=p.pfs_write_gbs,
+                     checkpoint_fraction=p.checkpoint_fraction)
 
 
 def decision_policy(settings: Settings) -> DecisionPolicy:
     """The policy object both the worker and ``simulate cluster``/``evaluate policies`` use."""
-    return DecisionPolicy(site_costs(settings), uc_ceiling=settings.policy.uc_ceiling or None)
+    return DecisionPolicy(site_costs(settings), uc_ceiling=settings.policy.uc_ceiling or None,
+                          break_even=settings.policy.break_even)
 
 
 def policy_for(settings: Settings) -> Callable[[dict, dict | None, Any, Any], list[dict]]:

@@ -5,6 +5,9 @@ update: the InfluxDB sink's); agents update these objects.
 """
 from __future__ import annotations
 
+import math
+from typing import Any, Mapping
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from hpcguard.connectors.metrics import REGISTRY, SINK_POINTS  # noqa: F401  (served with the rest)
@@ -24,6 +27,13 @@ ACTIONS = Counter("hpcguard_actions_total", "Actions emitted, per kind and sourc
                   registry=REGISTRY)
 ACKS = Counter("hpcguard_action_acks_total", "Action acks, per kind and status", ["kind", "status"],
                registry=REGISTRY)
+NODE_HOURS_SAVED = Counter("hpcguard_node_hours_saved_total", "Estimated node-hours the decided actions are expected "
+                           "to save, per action kind: at decision time, from each action's reason "
+                           "(expected_node_hours_saved + node_hours_cost: failure probability × node-hours at risk)",
+                           ["kind"], registry=REGISTRY)
+NODE_HOURS_SPENT = Counter("hpcguard_node_hours_spent_total", "Estimated node-hours the decided actions cost, per "
+                           "action kind: at decision time, from each action's reason (node_hours_cost: checkpoint or "
+                           "migration time × nodes, a drained node's held hours)", ["kind"], registry=REGISTRY)
 INFERENCE_SECONDS = Histogram("hpcguard_inference_seconds", "Model inference time per batch", ["model"],
                               registry=REGISTRY,
                               buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
@@ -64,6 +74,44 @@ STALLS = Counter("hpcguard_consumer_stalls_total",
                  ["reason"], registry=REGISTRY)
 COMMIT_ERRORS = Counter("hpcguard_commit_errors_total", "Failed offset commits reported by the Kafka client",
                         registry=REGISTRY)
+
+
+def _number(value: Any) -> float:
+    """A reason's value as a finite float (0 for anything else: a missing key, text, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return float(value)
+
+
+def node_hours_estimate(reason: Any) -> tuple[float, float]:
+    """``(saved, spent)``: the node-hours an action is expected to save (gross) and costs, from its reason.
+
+    ``spent`` is ``node_hours_cost``; ``saved`` is ``expected_node_hours_saved`` (net: failure
+    probability × node-hours at risk − cost) plus that cost, at least 0.  Keys a reason lacks count
+    0, so reasons without these figures (older policies, CanarIO's) add nothing.
+
+    >>> node_hours_estimate({"expected_node_hours_saved": 2.5, "node_hours_cost": 0.5})
+    (3.0, 0.5)
+    >>> node_hours_estimate({"expected_node_hours_saved": -1.0, "node_hours_cost": 0.25})
+    (0.0, 0.25)
+    >>> node_hours_estimate({"branch": "io-delay"}), node_hours_estimate(None)
+    ((0.0, 0.0), (0.0, 0.0))
+    """
+    if not isinstance(reason, Mapping):
+        return 0.0, 0.0
+    cost = max(_number(reason.get("node_hours_cost", 0.0)), 0.0)
+    saved = max(_number(reason.get("expected_node_hours_saved", 0.0)) + cost, 0.0)
+    return saved, cost
+
+
+def count_action(action: Mapping[str, Any]) -> None:
+    """Count one newly decided action (call once per action id: never for one read back after a restart):
+    ``hpcguard_actions_total`` and its estimated node-hours saved and spent."""
+    kind = str(action.get("kind", ""))
+    ACTIONS.labels(kind, str(action.get("source", ""))).inc()
+    saved, spent = node_hours_estimate(action.get("reason"))
+    NODE_HOURS_SAVED.labels(kind).inc(saved)
+    NODE_HOURS_SPENT.labels(kind).inc(spent)
 
 
 def start_metrics_server(port: int, addr: str = "127.0.0.1") -> None:

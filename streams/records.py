@@ -113,6 +113,7 @@ class NodePrediction(_Versioned):
     sample_time: Optional[float] = None  # newest input sample the verdict used
     ingest_time: Optional[float] = None  # wall time that sample reached Kafka
     detail: Dict[str, object] = {}
+    mem_usage_percent: Optional[float] = None  # the node's memory in use (meminfo) at the step: sizes a checkpoint
     v: int = SCHEMA_VERSION
 
 

@@ -35,8 +35,20 @@ def test_dry_run_from_file_prints_json_ack(tmp_path):
               str(path), "--json")
     assert res.exit_code == 0, res.output
     ack = json.loads(res.stdout)
-    assert (ack["status"], ack["adapter"], ack["nodes"]) == ("skipped", "dry-run", ["n7"])
-    assert json.loads((tmp_path / "audit.jsonl").read_text())["action"]["action_id"] == "cli-1"
+    assert (ack["status"], ack["adapter"], ack["nodes"]) == ("would_apply", "dry-run", ["n7"])
+    assert ack["detail"] == "dry-run: would run: scontrol update NodeName=n7 State=DRAIN 'Reason=hpcguard cli-1: fan'"
+    record = json.loads((tmp_path / "audit.jsonl").read_text())
+    assert record["action"]["action_id"] == "cli-1" and record["would_apply"] is True
+    assert record["command"] == [["scontrol", "update", "NodeName=n7", "State=DRAIN", "Reason=hpcguard cli-1: fan"]]
+
+
+def test_dry_run_plan_uses_the_signal_options(tmp_path):
+    ckpt = {"action_id": "cli-2", "kind": "checkpoint", "job_id": "4086", "nodes": ["n7"]}
+    res = act(tmp_path, "--adapter", "dry-run", "--audit-log", str(tmp_path / "audit.jsonl"), "--checkpoint-signal",
+              "SIGUSR2", "--signal-scope", "full", json.dumps(ckpt))
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("would_apply: checkpoint cli-2 via dry-run: "
+                                 "dry-run: would run: scancel --signal=USR2 --full 4086")
 
 
 def test_command_adapter_from_stdin_then_duplicate(tmp_path):

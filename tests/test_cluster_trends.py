@@ -24,7 +24,8 @@ FARS_TAB3 = Costs(ckpt_s=180.0, restart_s=180.0, fars_overhead_s=360.0, fars_int
 
 # seed 003 model D figures: live migration and safeguard checkpoint of 60 s each (750 GB at 12.5 GB/s;
 # 750 GB to the burst buffer then the PFS at 25 GB/s each)
-SITE_60S = SiteCosts(node_memory_gb=750.0, migration_gbs=12.5, bb_write_gbs=25.0, pfs_write_gbs=25.0)
+SITE_60S = SiteCosts(node_memory_gb=750.0, migration_gbs=12.5, bb_write_gbs=25.0, pfs_write_gbs=25.0,
+                     checkpoint_fraction=1.0)
 
 
 def _fars_scenario(seed: int, nodes: int = 256, n_jobs: int = 5000):

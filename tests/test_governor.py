@@ -146,7 +146,52 @@ def test_checkpoint_then_drain_of_the_same_node_both_apply(tmp_path):
 
 def test_dry_run_adapter_is_exempt_from_the_drain_ceiling(tmp_path):
     gov = Governor(DryRunAdapter(str(tmp_path / "audit.jsonl")), GovernorConfig(), tmp_path / "l.sqlite")
-    assert gov.apply(drain("d1", "n1")).status == "skipped"
+    assert gov.apply(drain("d1", "n1")).status == "would_apply"
+    assert gov.ledger.get("d1")["status"] == "would_apply" and gov.ledger.drained_nodes() == set()
+
+
+def test_dry_run_adapter_says_what_it_would_run(tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    adapter = DryRunAdapter(str(audit), checkpoint_signal="USR2", migrate_grace_s=5)
+    ack = adapter.apply({**checkpoint("c1", "4086"), "nodes": ["n1"]})
+    assert (ack.status, ack.detail) == ("would_apply", "dry-run: would run: scancel --signal=USR2 --batch 4086")
+    mig = adapter.apply({"action_id": "m1", "kind": "migrate", "job_id": "4085", "nodes": ["n9"],
+                         "reason": {"text": "fan"}})
+    assert mig.detail == ("dry-run: would run: scontrol update NodeName=n9 State=DRAIN 'Reason=hpcguard m1: fan'; "
+                          "scancel --signal=USR2 --batch 4085; scontrol requeue 4085 (the last 5 s after the signal)")
+    bad = adapter.apply(drain("d1", "n1;touch pwned"))  # validation still applies: nothing is planned
+    assert bad.status == "refused" and bad.detail.startswith("invalid action:")
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["ack"]["status"], r["would_apply"]) for r in records] == [
+        ("would_apply", True), ("would_apply", True), ("refused", False)]
+    assert records[0]["command"] == [["scancel", "--signal=USR2", "--batch", "4086"]] and records[2]["command"] == []
+    assert adapter.verify(checkpoint("c1", "4086"), 0.0).status == "would_apply"
+    assert adapter.verify(checkpoint("c2", "4086"), 0.0).status == "not_applied"
+
+
+def test_dry_run_plan_follows_the_adapter_settings(tmp_path):
+    settings = Settings().with_overrides(adapter={"kind": "dry-run", "audit_log": str(tmp_path / "audit.jsonl"),
+                                                  "checkpoint_signal": "SIGUSR2", "signal_scope": "full"})
+    adapter = make_adapter("dry-run", settings)
+    assert adapter.apply(checkpoint("c1", "7")).detail == "dry-run: would run: scancel --signal=USR2 --full 7"
+    assert make_adapter("dry-run", settings, signal_scope="steps").plan(checkpoint("c1", "7")) == [
+        ["scancel", "--signal=USR2", "7"]]
+
+
+def test_would_apply_is_final_and_counts_against_no_limit(tmp_path):
+    """A would_apply row is never run again by itself (a redelivery is a duplicate); an operator may retry it."""
+    audit = tmp_path / "audit.jsonl"
+    cfg = GovernorConfig(**{**NO_LIMITS, "rate_limits": {"checkpoint": (1, 3600.0)}, "job_cooldown_s": 3600.0})
+    gov = Governor(DryRunAdapter(str(audit)), cfg, tmp_path / "l.sqlite", clock=Clock())
+    assert gov.apply(checkpoint("c1", "42"), source="actions:0:1").status == "would_apply"
+    again = gov.apply(checkpoint("c1", "42"))
+    assert again.status == "duplicate" and again.detail.startswith("already would_apply")
+    ack, delivered = gov.redelivery("c1", "actions:0:1")
+    assert (ack.status, delivered) == ("would_apply", False)
+    assert gov.apply(checkpoint("c2", "42")).status == "would_apply"  # nothing ran: no rate limit, no cool-down
+    assert len(audit.read_text().splitlines()) == 2  # each id planned once
+    row = gov.ledger.resolve("c1", "retry", 1_000_010.0)
+    assert row["status"] == "retry" and gov.apply(checkpoint("c1", "42")).status == "would_apply"
 
 
 def test_drain_ceiling_needs_a_node_count(tmp_path):
@@ -281,7 +326,7 @@ def test_from_settings_and_make_adapter(tmp_path):
                                                   "ledger": str(tmp_path / "l.sqlite")})
     gov = Governor.from_settings(settings, config=GovernorConfig(**NO_LIMITS))
     assert isinstance(gov.adapter, DryRunAdapter)
-    assert gov.apply(drain("d1", "n1")).status == "skipped"
+    assert gov.apply(drain("d1", "n1")).status == "would_apply"
     assert json.loads((tmp_path / "audit.jsonl").read_text())["action"]["action_id"] == "d1"
     assert os.path.exists(tmp_path / "l.sqlite")
     assert make_adapter("simulator", total_nodes=3).node_count() == 3

@@ -111,10 +111,11 @@ def test_reconcile_finishes_interrupted_dry_run_rows(tmp_path):
     adapter.apply(recorded)  # ... after the adapter recorded the first one
     acks = {a.action_id: a for a in gov.reconcile()}
     # the lost attempt did nothing, so it runs now (issue 58 item 3: it used to end `failed`, never run)
-    assert (acks["rec"].status, acks["lost"].status) == ("skipped", "skipped")
+    assert (acks["rec"].status, acks["lost"].status) == ("would_apply", "would_apply")
+    assert "would run: scontrol update NodeName=n1 State=DRAIN" in acks["rec"].detail
     assert "reconciled after an interrupted attempt" in acks["lost"].detail
     assert "stopped before doing anything" in acks["lost"].detail and "ran it now" in acks["lost"].detail
-    assert gov.ledger.get("rec")["status"] == "skipped" and gov.ledger.get("lost")["status"] == "skipped"
+    assert gov.ledger.get("rec")["status"] == "would_apply" and gov.ledger.get("lost")["status"] == "would_apply"
     assert gov.reconcile() == []  # nothing left executing
     assert gov.apply(lost).status == "duplicate"  # each ran once: a redelivery runs neither again
     assert gov.apply(recorded).status == "duplicate"
@@ -180,7 +181,7 @@ def test_recent_deadline_runs_and_dry_run_adapter_replays_history(tmp_path):
     assert gov.apply(drain("r1", "n1", deadline=NOW - 600, time=NOW - 900)).status == "applied"
     replay = Governor(DryRunAdapter(str(tmp_path / "audit.jsonl")), GovernorConfig(), tmp_path / "dry.sqlite",
                       clock=Clock())
-    assert replay.apply(drain("old", "n1", deadline=1679682800.0)).status == "skipped"  # changes nothing: no stale
+    assert replay.apply(drain("old", "n1", deadline=1679682800.0)).status == "would_apply"  # changes nothing: no stale
 
 
 def test_site_ledger_path_is_absolute(tmp_path):

@@ -90,3 +90,35 @@ def test_sink_outcomes_reach_the_endpoint(metrics_port):
     assert after[key] - before.get(key, 0.0) == 3 == sink.stats["dropped_overflow"]
     sink.close(timeout_s=0.05)
 
+
+
+def test_a_decided_action_adds_its_estimated_node_hours(metrics_port):
+    """Each newly decided action adds its reason's node-hours: spent = node_hours_cost, saved (gross) =
+    expected_node_hours_saved + node_hours_cost; reasons without them (CanarIO's) add nothing."""
+    from hpcguard.streams.agents_decide import make_action
+
+    reason = {"branch": "checkpoint:no-spare", "failure_probability": 0.8, "node_hours_at_risk": 3.0,
+              "node_hours_cost": 0.25, "expected_node_hours_saved": 0.8 * 3.0 - 0.25}
+    decided = make_action({"kind": "checkpoint", "job_id": "4086", "nodes": ["n1", "n2"], "source": "test-hours",
+                           "reason": reason}, "m@n1@100", 100.0, None)
+    losing = make_action({"kind": "migrate", "job_id": "4087", "nodes": ["n3"], "source": "test-hours",
+                          "reason": {"node_hours_cost": 0.5, "expected_node_hours_saved": -0.75}}, "m@n3@100", 100.0,
+                         None)
+    canario = make_action({"kind": "delay", "job_id": "4088", "source": "canario", "reason": {"branch": "io-delay"}},
+                          "canario@fs@100", 100.0, None)
+    before = _scrape(metrics_port)
+    for action in (decided, losing, canario):
+        metrics.count_action(action)
+    after = _scrape(metrics_port)
+
+    def delta(name, kind):
+        key = (name, (("kind", kind),))
+        return after[key] - before.get(key, 0.0)
+
+    assert delta("hpcguard_node_hours_spent_total", "checkpoint") == pytest.approx(0.25)
+    assert delta("hpcguard_node_hours_saved_total", "checkpoint") == pytest.approx(2.4)  # 0.8 × 3 node-hours
+    assert delta("hpcguard_node_hours_spent_total", "migrate") == pytest.approx(0.5)
+    assert delta("hpcguard_node_hours_saved_total", "migrate") == 0.0  # expected to save less than nothing: 0
+    assert delta("hpcguard_node_hours_saved_total", "delay") == delta("hpcguard_node_hours_spent_total", "delay") == 0
+    counted = ("hpcguard_actions_total", (("kind", "checkpoint"), ("source", "test-hours")))
+    assert after[counted] - before.get(counted, 0.0) == 1  # and the action itself, once

@@ -13,15 +13,16 @@ import numpy as np
 import pytest
 
 from hpcguard.models.jobs import JobTimeline
-from hpcguard.models.policy import SiteCosts, spare_pool_at
+from hpcguard.models.policy import SUMMIT, SiteCosts, spare_pool_at
 from hpcguard.settings import Settings
 from hpcguard.simulators.cluster import ClusterSimulator, Costs, POLICIES
 from hpcguard.simulators.failures import FailureTrace, Predictions
 from hpcguard.simulators.workload import Workload
 from hpcguard.streams.decisions import policy_for
 
-SUMMIT = SiteCosts()  # 41 s migration, 756 s safeguard checkpoint
-SITE_60S = SiteCosts(node_memory_gb=750.0, migration_gbs=12.5, bb_write_gbs=25.0, pfs_write_gbs=25.0)
+# SUMMIT: 41 s migration, 756 s safeguard checkpoint
+SITE_60S = SiteCosts(node_memory_gb=750.0, migration_gbs=12.5, bb_write_gbs=25.0, pfs_write_gbs=25.0,
+                     checkpoint_fraction=1.0)
 FAIL_AT = 7200.0
 RUNTIME = 10 * 3600.0
 
@@ -44,7 +45,8 @@ def _settings(costs: SiteCosts) -> Settings:
     return Settings().with_overrides(policy=dict(node_memory_gb=costs.node_memory_gb,
                                                  migration_gbs=costs.migration_gbs,
                                                  bb_write_gbs=costs.bb_write_gbs or 0.0,
-                                                 pfs_write_gbs=costs.pfs_write_gbs))
+                                                 pfs_write_gbs=costs.pfs_write_gbs,
+                                                 checkpoint_fraction=costs.checkpoint_fraction))
 
 
 def _simulator_path(costs, lead_s, n_nodes, size, queued, node):

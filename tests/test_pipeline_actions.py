@@ -61,7 +61,9 @@ def test_failing_nodes_lead_to_migrate_and_drain(kafka_settings, tmp_path, basel
     assert all(a["trigger_time"] for a in actions)
     assert kinds["migrate"]["time"] == first_warn_of(preds, "n2")  # event time, not the wall clock
     assert "job_join" not in kinds["migrate"]["reason"]
-    assert {a["status"] for a in acks} == {"skipped"}  # dry-run adapter
+    assert {a["status"] for a in acks} == {"would_apply"}  # dry-run adapter: the plan, with its Slurm commands
+    by_id = {a["action_id"]: a for a in acks}
+    assert "scancel --signal=USR1 --batch 42; scontrol requeue 42" in by_id[kinds["migrate"]["action_id"]]["detail"]
     assert {a["action_id"] for a in acks} == {a["action_id"] for a in actions}
     assert not [p for p in preds if p["node"] == "n1" and p["warn"]]  # the healthy node is never warned
     first_warn = first_warn_of(preds, "n2")

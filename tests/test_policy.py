@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from hpcguard.models.policy import (SiteCosts, checkpoint_recommendation, decide, decide_many, multilevel_decision,
+from hpcguard.models.policy import (SUMMIT, SiteCosts, checkpoint_recommendation, decide, decide_many, multilevel_decision,
                                     shift_schedule, uc_gate)
 
 PRED = {"node": "n3", "time": 10_000.0, "warn": True, "lead_minutes": 2.0, "failure_probability": 0.8,
@@ -14,7 +14,14 @@ JOB = {"job_id": "77", "nodes": ["n1", "n2", "n3", "n4"], "num_nodes": 4, "start
 
 def test_summit_migration_time_41_seconds():
     # seed 003 §4.4: 512 GB DRAM over ~12.5 GB/s -> "maximum ... time needed to migrate ... is 41 seconds"
-    assert round(SiteCosts().migration_seconds()) == 41
+    assert round(SUMMIT.migration_seconds()) == 41
+    assert round(SUMMIT.checkpoint_seconds()) == 756  # 512 GB through the 2.1 GB/s burst buffer, then the PFS
+
+
+def test_default_site_is_a_typical_cluster():
+    # 128 GB nodes, no burst buffer: half the memory to the PFS at 1 GB/s, the whole in-use memory when known
+    assert round(SiteCosts().migration_seconds()) == 10 and SiteCosts().checkpoint_seconds() == 64.0
+    assert SiteCosts().checkpoint_seconds(memory_gb=16.0) == 16.0
 
 
 @pytest.mark.parametrize("lead, spare, kind, branch", [
@@ -41,13 +48,16 @@ def test_schedule_shifts_follow_tab_4_1():
 
 
 def test_decide_migrate_and_checkpoint_actions():
-    costs = SiteCosts(node_memory_gb=64, migration_gbs=12.5, bb_write_gbs=2.1, pfs_write_gbs=1.0)
+    costs = SiteCosts(node_memory_gb=64, migration_gbs=12.5, bb_write_gbs=2.1, pfs_write_gbs=1.0,
+                      checkpoint_fraction=1.0)
     (act,) = decide(PRED, JOB, spare_nodes=2, costs=costs)
     assert act["kind"] == "migrate" and act["nodes"] == ["n3"] and act["source"] == "policy"
     assert act["deadline"] == PRED["time"] + 120
     r = act["reason"]
     assert r["branch"] == "migrate:lead>=migration" and r["lead_minutes"] == pytest.approx(2.0)
-    assert r["expected_node_hours_saved"] == pytest.approx(0.8 * 4 * (10_120 - 7_000) / 3600)
+    assert r["node_hours_at_risk"] == pytest.approx(4 * (10_120 - 7_000) / 3600)
+    assert r["node_hours_cost"] == pytest.approx(4 * (64 / 12.5) / 3600)
+    assert r["expected_node_hours_saved"] == pytest.approx(0.8 * 4 * (10_120 - 7_000) / 3600 - 4 * (64 / 12.5) / 3600)
     assert r["inputs"]["migration_s"] == pytest.approx(64 / 12.5)
 
     (ck,) = decide(PRED, JOB, spare_nodes=0, costs=costs)
@@ -110,3 +120,26 @@ def test_decide_many_lets_fars_share_short_spares():
     assert acts[None]["kind"] == "drain"
     plenty = decide_many(preds, by_node, 5, costs, precision=0.8)
     assert sorted(a["kind"] for a in plenty) == ["drain", "migrate", "migrate"]
+
+
+def test_break_even_holds_back_actions_that_cost_more_than_they_save():
+    costs = SiteCosts()  # 64 s checkpoint, 10 s migration
+    fresh = {**JOB, "last_checkpoint_time": PRED["time"] - 30.0}   # 30 s of work at risk < 64 s checkpoint
+    assert decide(PRED, fresh, 0, costs) == []
+    (ck,) = decide(PRED, fresh, 0, costs, apply_break_even=False)
+    assert ck["kind"] == "checkpoint" and ck["reason"]["break_even"] is False
+    assert ck["reason"]["expected_node_hours_saved"] < 0
+    unlikely = {**PRED, "failure_probability": 0.01}             # 0.01 × 4 × 50 min < 4 × 64 s
+    assert decide(unlikely, JOB, 0, costs) == []
+    (ck,) = decide({**PRED, "failure_probability": 0.5}, JOB, 0, costs)
+    assert ck["reason"]["break_even"] is True and ck["reason"]["expected_node_hours_saved"] > 0
+
+
+def test_checkpoint_size_follows_the_nodes_meminfo():
+    costs = SiteCosts(node_memory_gb=256.0)
+    (small,) = decide({**PRED, "mem_usage_percent": 10.0}, JOB, 0, costs)
+    (big,) = decide({**PRED, "mem_usage_percent": 45.0}, JOB, 0, costs)
+    assert small["reason"]["inputs"]["safeguard_ckpt_s"] == pytest.approx(25.6)
+    assert big["reason"]["inputs"]["safeguard_ckpt_s"] == pytest.approx(115.2)
+    # 120 s of lead: a node using 50 % of 256 GB cannot write its checkpoint in time
+    assert decide({**PRED, "mem_usage_percent": 50.0}, JOB, 0, costs) == []

@@ -34,8 +34,8 @@ def site_commands() -> list[str]:
 
 def test_the_site_path_names_the_commands_in_order():
     names = [" ".join(shlex.split(c)[1:3]) for c in site_commands()]
-    assert names[:5] == ["replay HISTORY", "train failure", "evaluate failure", "train threshold",
-                         "worker --bootstrap"]
+    assert names[:7] == ["replay HISTORY", "label --sacct", "train failure", "evaluate failure", "evaluate savings",
+                         "train threshold", "worker --bootstrap"]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,9 @@ def site(tmp_path_factory):
 
 def test_each_site_step_runs_as_written(site):
     fill = {"HISTORY": site / "history", "SITE.toml": site / "site.toml", "MODEL2": site / "model2",
-            "MODEL": site / "model", "TEST": site / "test", "LATER": site / "later"}
+            "MODEL": site / "model", "TEST": site / "test", "LATER": site / "later",
+            "SACCT": site / "history" / "slurm" / "sacct.txt",
+            "HISTORY/failures.csv": site / "history" / "failures.csv"}
     ran = []
     for command in site_commands():
         argv = [str(fill.get(a, a)) for a in shlex.split(command)[1:]]
@@ -64,7 +66,8 @@ def test_each_site_step_runs_as_written(site):
         r = runner.invoke(app, argv + CHEAP.get(key, []) + (["--json"] if key != "train threshold" else []))
         assert r.exit_code == 0, f"{command}\n{r.output[-3000:]}"
         ran.append(key)
-    assert ran == ["replay " + str(site / "history"), "train failure", "evaluate failure", "train threshold"]
+    assert ran == ["replay " + str(site / "history"), "label --sacct", "train failure", "evaluate failure",
+                   "evaluate savings", "train threshold"]
     assert (site / "model" / "manifest.json").is_file() and (site / "model2" / "manifest.json").is_file()
     assert json.loads((site / "model2" / "manifest.json").read_text())["version"] != \
         json.loads((site / "model" / "manifest.json").read_text())["version"]

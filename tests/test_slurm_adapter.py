@@ -4,14 +4,17 @@ Parsing tests run everywhere; the rest need root and Debian's slurm-wlm + munge
 (``.ci/slurm-setup.sh``) and skip without them unless CI is set.
 """
 import json
+import os
+import shlex
 import time
 from pathlib import Path
 
 import pytest
 
 from hpcguard.connectors.governor import Governor, GovernorConfig
-from hpcguard.connectors.slurm import (SlurmAdapter, SlurmRunner, parse_kv_line, parse_sinfo_text,
-                                       parse_squeue_json, parse_squeue_text, parse_time_limit)
+from hpcguard.connectors.slurm import (CommandResult, SlurmAdapter, SlurmRunner, parse_kv_line, parse_sinfo_text,
+                                       parse_squeue_json, parse_squeue_text, parse_time_limit, planned_commands)
+from hpcguard.connectors.validation import ValidationError
 from hpcguard.connectors.slurm_poller import SlurmPoller
 
 OPEN = dict(job_cooldown_s=0.0, node_cooldown_s=0.0, max_drained_fraction=1.0)
@@ -58,6 +61,95 @@ def test_sinfo_text_flags():
     nodes = parse_sinfo_text("n1|idle|none\nn2|drained|hpcguard a: fan\nn3|idle*|none\nn4|mixed+drain|x\nn1|idle|none")
     assert [n["name"] for n in nodes] == ["n1", "n2", "n3", "n4"]
     assert "DRAIN" in nodes[1]["flags"] and "NOT_RESPONDING" in nodes[2]["flags"] and "DRAIN" in nodes[3]["flags"]
+
+
+class FakeSlurm(SlurmRunner):
+    """A scheduler in memory: answers ``scontrol show``, applies the commands that change state, records them."""
+
+    def __init__(self, job_state: str = "RUNNING", priority: int = 100, drained: dict | None = None):
+        super().__init__(bin_dir="/nonexistent")
+        self.job = {"JobId": "42", "JobState": job_state, "Priority": str(priority), "Restarts": "0",
+                    "NodeList": "n1", "UserId": "alice(1000)", "Partition": "debug"}
+        self.drained = dict(drained or {})  # node → reason
+        self.ran: list[list[str]] = []
+
+    def run(self, tool, *args):
+        argv = [tool, *args]
+        if argv[:2] == ["scontrol", "show"]:
+            if args[1] == "job":
+                return CommandResult(argv, 0, " ".join(f"{k}={v}" for k, v in self.job.items()))
+            rows = [f"NodeName={n} State={'IDLE+DRAIN' if n in self.drained else 'IDLE'} "
+                    f"Reason={self.drained.get(n, 'none')}" for n in args[3].split(",")]
+            return CommandResult(argv, 0, "\n".join(rows))
+        self.ran.append(argv)
+        if tool == "scontrol" and args[0] == "update":
+            nodes = args[1].split("=", 1)[1].split(",")
+            for n in nodes:
+                if args[2] == "State=DRAIN":
+                    self.drained[n] = args[3].split("=", 1)[1]
+                else:
+                    self.drained.pop(n, None)
+        elif tool == "scontrol" and args[0] in ("requeue", "requeuehold"):
+            self.job.update(JobState="PENDING", Restarts=str(int(self.job["Restarts"]) + 1),
+                            Priority="0" if args[0] == "requeuehold" else self.job["Priority"])
+        elif tool == "scontrol" and args[0] in ("hold", "release"):
+            self.job["Priority"] = "0" if args[0] == "hold" else "100"
+        return CommandResult(argv, 0)
+
+
+@pytest.mark.parametrize("kind,extra,fake", [
+    ("checkpoint", {"job_id": "42", "nodes": ["n1"]}, {}),
+    ("drain", {"nodes": ["n1", "n2"]}, {}),
+    ("resume", {"nodes": ["n1"]}, {"drained": {"n1": "hpcguard d0: fan"}}),
+    ("migrate", {"job_id": "42", "nodes": ["n1"]}, {}),
+    ("reschedule", {"job_id": "42"}, {}),
+    ("reschedule", {"job_id": "42", "reason": {"hold": True}}, {}),
+    ("delay", {"job_id": "42"}, {"job_state": "PENDING"}),
+    ("release", {"job_id": "42"}, {"job_state": "PENDING", "priority": 0}),
+])
+@pytest.mark.parametrize("scope,signal", [("batch", "USR1"), ("full", "SIGUSR2"), ("steps", "10")])
+def test_the_adapter_runs_exactly_the_planned_commands(kind, extra, fake, scope, signal):
+    """The dry-run plan (``planned_commands``) and a real run cannot diverge: the adapter runs those argv lists."""
+    from hpcguard.connectors.adapters import DryRunAdapter
+
+    action = {"action_id": "a7", "kind": kind, **extra}
+    runner = FakeSlurm(**fake)
+    adapter = SlurmAdapter(runner, checkpoint_signal=signal, signal_scope=scope, migrate_grace_s=30,
+                           sleep=lambda s: None)
+    plan = adapter.plan(action)
+    assert plan == planned_commands(action, checkpoint_signal=signal, signal_scope=scope)
+    ack = adapter.apply(action)
+    assert ack.status == "applied", ack.detail
+    assert runner.ran == plan
+    assert all(f"$ {' '.join(argv)}  (rc=0)" in ack.output for argv in plan)
+    dry = DryRunAdapter(os.devnull, checkpoint_signal=signal, signal_scope=scope).apply(action)
+    assert dry.status == "would_apply" and dry.detail.startswith(
+        "dry-run: would run: " + "; ".join(shlex.join(argv) for argv in plan))
+
+
+def test_planned_commands_for_each_kind():
+    def plan(kind, **fields):
+        return planned_commands({"action_id": "a1", "kind": kind, **fields}, checkpoint_signal="USR1",
+                                signal_scope="batch")
+
+    assert plan("checkpoint", job_id="4086", nodes=["n1"]) == [["scancel", "--signal=USR1", "--batch", "4086"]]
+    assert plan("drain", nodes=["n1", "n2"], reason={"text": "fan"}) == [
+        ["scontrol", "update", "NodeName=n1,n2", "State=DRAIN", "Reason=hpcguard a1: fan"]]
+    assert plan("drain", nodes=["n1"], source="policy") == [
+        ["scontrol", "update", "NodeName=n1", "State=DRAIN", "Reason=hpcguard a1: policy drain"]]
+    assert plan("resume", nodes=["n1"]) == [["scontrol", "update", "NodeName=n1", "State=RESUME"]]
+    assert plan("reschedule", job_id="7") == [["scontrol", "requeue", "7"]]
+    assert plan("reschedule", job_id="7", reason={"hold": True}) == [["scontrol", "requeuehold", "7"]]
+    assert plan("delay", job_id="7") == [["scontrol", "hold", "7"]]
+    assert plan("release", job_id="7") == [["scontrol", "release", "7"]]
+    assert plan("migrate", job_id="7") == [["scancel", "--signal=USR1", "--batch", "7"], ["scontrol", "requeue", "7"]]
+    assert planned_commands({"action_id": "a1", "kind": "migrate", "job_id": "7", "nodes": ["n1", "n2"]},
+                            migrate_hook="/site/live-migrate", signal_scope="steps")[1:] == [
+        ["scancel", "--signal=USR1", "7"], ["/site/live-migrate", "7", "n1", "n2"]]
+    with pytest.raises(ValidationError):
+        plan("drain", nodes=["n1;touch pwned"])
+    with pytest.raises(ValidationError):
+        plan("checkpoint")  # no job id
 
 
 def test_fixture_explains_why_it_cannot_start(monkeypatch):
