@@ -31,7 +31,10 @@ def run(argv: list[str]) -> str:
 
 
 def main() -> None:
+    from hpcguard.settings import Settings
+    from hpcguard.simulators.parity import offline_decisions
     from hpcguard.simulators.profiles import PROFILES
+    from hpcguard.simulators.savings_report import evaluate_savings
     from hpcguard.simulators.telemetry import simulate_telemetry
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -43,7 +46,6 @@ def main() -> None:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "savings_profiles.json"))
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="savings-profiles-"))
-    (root / "off.toml").write_text("[policy]\nbreak_even = false\n")
     rows = []
     for k, profile in enumerate(args.profiles.split(",")):
         seed = args.seed + 10 * k
@@ -53,8 +55,13 @@ def main() -> None:
         simulate_telemetry(str(test), nodes=args.nodes, hours=args.hours, seed=seed + 1, profile=profile, **WORKLOAD)
         run(["train", "failure", "--data", str(hist), "--out", str(model), "--seed", str(seed), "--json"])
         row = {"profile": profile, "seed": seed, "nodes": args.nodes, "hours": args.hours}
-        for name, extra in (("on", []), ("off", ["--config", str(root / "off.toml")])):
-            s = json.loads(run(["evaluate", "savings", "--data", str(test), "--model", str(model), "--json", *extra]))
+        predictions = None
+        for name, break_even in (("on", True), ("off", False)):
+            # the worker's decide path on the test history; the scan once, the policy twice
+            settings = Settings().with_overrides(policy=dict(break_even=break_even))
+            decided = offline_decisions(str(test), str(model), settings, predictions=predictions)
+            predictions = decided["predictions"]
+            s = evaluate_savings(test, settings=settings, actions=decided["actions"])
             scale = 1000.0 / s["node_days"]
             row[name] = {"net_per_1000_node_days": s["net_per_1000_node_days"],
                          "ci95": [scale * x for x in s["ci95"]["net"]] if s["ci95"]["net"] else None,

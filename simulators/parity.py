@@ -69,8 +69,10 @@ def offline_predictions(values: np.ndarray, t0: float, grid_s: float, nodes: lis
     return out
 
 
-def offline_decisions(data_dir: str, model_dir: str, settings: Settings) -> dict[str, list[dict]]:
-    """Predictions and actions the worker must produce for ``data_dir`` (see the module docstring)."""
+def offline_decisions(data_dir: str, model_dir: str, settings: Settings,
+                      predictions: Optional[list[dict]] = None) -> dict[str, list[dict]]:
+    """Predictions and actions the worker must produce for ``data_dir`` (see the module docstring);
+    ``predictions`` of an earlier call on the same files and model skip the scan (another policy)."""
     from hpcguard.connectors.recorded import load_sensor_grid
     from hpcguard.models.decision_trace import decide_trace
     from hpcguard.streams.decisions import policy_for
@@ -81,8 +83,8 @@ def offline_decisions(data_dir: str, model_dir: str, settings: Settings) -> dict
         raise ValueError("a model directory is required")
     w = settings.worker
     grid = load_sensor_grid(data_dir, grid_s=w.grid_s, settings=settings)
-    preds = offline_predictions(grid.values, grid.t0, grid.grid_s, list(grid.nodes), predictor,
-                                int(round(w.window_minutes * 60 / w.grid_s)))
+    preds = predictions if predictions is not None else offline_predictions(
+        grid.values, grid.t0, grid.grid_s, list(grid.nodes), predictor, int(round(w.window_minutes * 60 / w.grid_s)))
     actions = decide_trace(preds, load_job_events(data_dir), grid.nodes, policy_for(settings), predictor,
                            quiet_s=60.0 * settings.policy.quiet_minutes)
     return {"predictions": preds, "actions": actions}

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -57,6 +58,14 @@ def test_demo_json_with_influx_and_metrics(tmp_path, influxdb):
     assert sum(summary["acks"].values()) == sum(summary["actions"].values())
     assert summary["predictions"]["total"] > 0 and summary["io_windows"]["total"] > 0
     assert summary["throughput_msgs_per_s"] > 0 and set(summary["latency_ms"]) >= {"p50", "p99"}
+    sv = summary["savings"]  # the run's own actions, accounted (docs/savings.md)
+    assert sv["net_node_hours"] == pytest.approx(sv["saved_node_hours"] - sv["spent_node_hours"], abs=2e-3)
+    assert sv["by_kind"]["probes"]["spent"] > 0                     # CanarIO's probes are part of the bill
+    assert {p["action_id"] for p in sv["protected"]} <= set(summary["action_ids"])
+    assert {(p["failure_node"], round(p["failure_time"], 3)) for p in sv["protected"]} <= \
+        {(r.split(",")[1], round(float(r.split(",")[0]), 3)) for r in failures}
+    assert Path(sv["plot"]).is_file() and json.loads(Path(sv["report"]).read_text())["net"] == \
+        pytest.approx(sv["net_node_hours"], abs=2e-3)
 
     assert "hpcguard_records_in_total{" in scraped and "hpcguard_predictions_total{" in scraped
     rows = influxdb.rows("SELECT count(failure_probability) FROM node_prediction", "demo_test")
@@ -92,3 +101,17 @@ def test_demo_is_deterministic_across_workers_and_speed(tmp_path):
         assert s["offline"]["differences"]["identical"], s["offline"]["differences"]
         jc = s["actions_on_job_at_sample_time"]
         assert jc["right_job"] == jc["checked"]
+
+
+@pytest.mark.faults  # the quick start's demo as shipped (trains the ensemble when the cache is cold): minutes
+def test_the_default_demo_saves_more_node_hours_than_it_spends(tmp_path):
+    argv = [sys.executable, "-m", "hpcguard", "demo", "--json", "--workdir", str(tmp_path / "demo")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    sv = summary["savings"]
+    assert sv["net_node_hours"] > 0 and sv["saved_node_hours"] > sv["spent_node_hours"]
+    kinds = {p["kind"] for p in sv["protected"]}
+    assert "checkpoint" in kinds                                    # a running job protected before its node failed
+    assert all(p["nodes"] >= 1 and p["node_hours_saved"] > 0 for p in sv["protected"])
+    assert summary["acks"] == {"would_apply": sum(summary["actions"].values())}
