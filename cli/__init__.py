@@ -21,8 +21,10 @@ from hpcguard.cli import (  # noqa: F401
     pipeline,
     policies,
     replay,
+    report,
     savings,
     simulate,
+    sites,
 )
 from hpcguard.cli.common import (  # noqa: F401  (the command line's API: tests and scripts import these)
     app,

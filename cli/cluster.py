@@ -15,7 +15,7 @@ from hpcguard.cli.common import emit_json, evaluate_app, fail, flag, opt, simula
 # One help line per option; the specs' syntax at length: docs/site-guide.md, "Other commands' options".
 WORKLOAD_HELP = "SWF trace or synthetic."
 FAILURES_HELP = "Failure source."
-PREDICTOR_HELP = "Emulated predictor (FARS §5.1)."
+PREDICTOR_HELP = "Emulated (FARS §5.1) or eval:EVAL.json."
 WORKLOAD = "Workload and IO"
 DEFAULT_POLICIES = "fcfs,sul-d,jfr-d,fsd-d,daly,aware,multilevel-bb,multilevel-safeguard,multilevel"
 
@@ -51,7 +51,14 @@ def _scenario(workload: str, nodes: Optional[int], failures: str, predictor: Opt
     fl = parse_failure_spec(failures, n_nodes, horizon, np.random.default_rng(seed + 1))
     pspec = parse_predictor_spec(predictor)
     pred = None
-    if pspec is not None:
+    if pspec is not None and "eval" in pspec:
+        # a trained model's measured behaviour (simulators/eval_predictor.py reads the file)
+        from hpcguard.simulators.eval_predictor import emulate_eval_predictor, load_eval_predictor
+
+        pred, precision = emulate_eval_predictor(np.random.default_rng(seed + 2), load_eval_predictor(pspec["eval"]),
+                                                 fl, n_nodes, horizon)
+        pspec = {"precision": precision}
+    elif pspec is not None:
         pred = emulate_predictor(np.random.default_rng(seed + 2), fl, n_nodes, horizon, 1800.0,
                                  pspec["precision"], pspec["recall"], pspec["lead_s"])
     io = None
@@ -122,14 +129,24 @@ def _progress_runner(enabled: bool, label: str):
     return bar()
 
 
-def _run_one(name: str, wl, n_nodes, fl, pred, precision, io, seed, show_progress, costs=None):
+def _break_even(value: Optional[bool], config: Optional[str]) -> bool:
+    """``--break-even/--no-break-even``, else the site settings' ``[policy] break_even`` (on)."""
+    if value is not None:
+        return bool(value)
+    from hpcguard.settings import Settings
+
+    return bool(Settings.load(config).policy.break_even)
+
+
+def _run_one(name: str, wl, n_nodes, fl, pred, precision, io, seed, show_progress, costs=None,
+             break_even: bool = True):
     from hpcguard.simulators.cluster import simulate
     from hpcguard.simulators.cluster_metrics import cluster_metrics
 
     with _progress_runner(show_progress, name) as cb:
         res = simulate(wl, n_nodes, fl, name, costs=costs or _costs(None), predictions=pred, precision=precision,
                        io=io, seed=seed, progress=cb, node_mtbf_h=wl.meta.get("node_mtbf_h"),
-                       weibull_shape=wl.meta.get("weibull_shape"))
+                       weibull_shape=wl.meta.get("weibull_shape"), break_even=break_even)
     return cluster_metrics(res), res
 
 
@@ -147,6 +164,8 @@ _COMMON = dict(
     io_sensitive=opt(0.0, "--io-sensitive", panel=WORKLOAD, metavar="F", help="Share of IO-sensitive jobs."),
     costs=opt(None, "--costs", metavar="SPEC", show_default="FARS Tab. 3", help="ckpt=3m,restart=3m,..."),
     config=opt(None, "--config", metavar="FILE", help="Site settings (policy section)."),
+    break_even=flag(None, "--break-even/--no-break-even", panel="Decision policy", show_default="on",
+                    help="Act only when it pays."),
 )
 
 
@@ -159,7 +178,7 @@ def simulate_cluster(
     seed: int = _COMMON["seed"], jobs: int = _COMMON["jobs"], utilization: float = _COMMON["utilization"],
     pfs_event: List[str] = _COMMON["pfs_event"], io_limit: Optional[float] = _COMMON["io_limit"],
     io_sensitive: float = _COMMON["io_sensitive"], costs: Optional[str] = _COMMON["costs"],
-    config: Optional[str] = _COMMON["config"],
+    config: Optional[str] = _COMMON["config"], break_even: Optional[bool] = _COMMON["break_even"],
     json_out: bool = flag(False, "--json", help="Print JSON (key 'metrics')."),
 ) -> None:
     """Simulate an FCFS + EASY cluster with failures under one policy.
@@ -175,11 +194,11 @@ def simulate_cluster(
         wl, n_nodes, fl, pred, precision, io = _scenario(workload, nodes, failures, predictor, days, seed, jobs,
                                                          utilization, pfs_event, io_limit, io_sensitive)
         metrics, res = _run_one(policy, wl, n_nodes, fl, pred, precision, io, seed, len(wl) > 20000,
-                                _costs(costs, config))
+                                _costs(costs, config), _break_even(break_even, config))
     except (ValueError, FileNotFoundError, OSError) as exc:
         fail(str(exc))
     out = {"policy": policy, "workload": workload, "nodes": n_nodes, "jobs": len(wl), "failures_source": fl.source,
-           "predictor": predictor, "metrics": metrics,
+           "predictor": predictor, "failure_probability": precision, "metrics": metrics,
            "counts": {k: v for k, v in res.totals.items() if isinstance(v, int)}}
     if json_out:
         emit_json(out)
@@ -197,11 +216,12 @@ def evaluate_policies(
                         help="Comma-separated."),
     baseline: str = opt("fcfs", "--baseline", metavar="NAME", help="Gains are measured against it."),
     predictor: Optional[str] = opt("precision=0.7,recall=0.7,lead=5m", "--predictor", metavar="SPEC",
-                                   show_default="0.7, 0.7, 5m", help="Emulated (FARS §5.1)."),
+                                   show_default="0.7, 0.7, 5m", help="Or eval:EVAL.json."),
     days: Optional[float] = _COMMON["days"], seed: int = _COMMON["seed"], jobs: int = _COMMON["jobs"],
     utilization: float = _COMMON["utilization"], pfs_event: List[str] = _COMMON["pfs_event"],
     io_limit: Optional[float] = _COMMON["io_limit"], io_sensitive: float = _COMMON["io_sensitive"],
     costs: Optional[str] = _COMMON["costs"], config: Optional[str] = _COMMON["config"],
+    break_even: Optional[bool] = _COMMON["break_even"],
     plot: Optional[str] = opt(None, "--plot", metavar="PNG", help="Bar charts of the metrics."),
     json_out: bool = flag(False, "--json", help="Print JSON."),
 ) -> None:
@@ -224,10 +244,11 @@ def evaluate_policies(
         wl, n_nodes, fl, pred, precision, io = _scenario(workload, nodes, failures, predictor, days, seed, jobs,
                                                          utilization, pfs_event, io_limit, io_sensitive)
         cost_model = _costs(costs, config)
+        act_if_it_pays = _break_even(break_even, config)
         results = {}
         for name in names:
             results[name], _ = _run_one(name, wl, n_nodes, fl, pred, precision, io, seed, len(wl) > 20000,
-                                        cost_model)
+                                        cost_model, act_if_it_pays)
     except (ValueError, FileNotFoundError, OSError) as exc:
         fail(str(exc))
     gains = relative_gains(results, baseline)
@@ -235,7 +256,8 @@ def evaluate_policies(
         _plot(results, gains, baseline, plot)
     if json_out:
         emit_json({"workload": workload, "nodes": n_nodes, "jobs": len(wl), "failures_source": fl.source,
-                   "failures": len(fl), "predictor": predictor, "baseline": baseline,
+                   "failures": len(fl), "predictor": predictor, "failure_probability": precision,
+                   "break_even": act_if_it_pays, "baseline": baseline,
                    "results": {n: {"metrics": results[n], **gains[n]} for n in names}})
         return
     typer.echo(f"{len(wl)} jobs on {n_nodes} nodes · failures: {fl.source} ({len(fl)}) · predictor: {predictor}")

@@ -240,6 +240,8 @@ def evaluate_failure(
     online: bool = _opt(True, "--online/--no-online", panel=SCAN, metavar="", show_default="on",
                         help="As the worker."),
     stride: int = _opt(1, "--scan-stride", panel=SCAN, min=1, metavar="N", help="Every N-th step."),
+    false_alarms: float = _opt(2.0, "--false-alarms", panel=SCAN, min=0, metavar="N",
+                               help="Budget; 0: off."),
 ) -> None:
     """Report a model on held-out histories (Table 4.1, targets).
 
@@ -252,9 +254,11 @@ def evaluate_failure(
 
     settings = load_settings(config)  # [ldms] netdev_interfaces, [ipmi] input, worker.sensor_map
     with _progress(as_json) as bar:
+        # the budget controller runs on the online scan beside the fixed threshold (issue 56)
         result = _run(evaluate_failure_model, model, data, report=report, sensor_map=sensor_map, settings=settings,
                       train_data=train_data, max_ok=max_ok, seed=seed, online=online, stride=stride, at_fpr=at_fpr,
-                      progress=_spinner(bar, "loading the training data"), notify=_notify)
+                      false_alarms=false_alarms, progress=_spinner(bar, "loading the training data"),
+                      notify=_notify)
     if as_json:
         emit_json(without_scans(result))
     else:

@@ -52,6 +52,7 @@ def worker(
     model: Optional[str] = o.opt(None, "--model", metavar="DIR", help="Failure ensemble or baseline."),
     adapter: Optional[str] = o.opt(None, "--adapter", metavar="NAME", show_default=o._BUILT_IN.adapter.kind,
                                    help="dry-run, slurm, command."),
+    shadow: bool = o.flag(False, "--shadow", help="Apply nothing: would-be actions only."),
     audit_log: Optional[str] = o.opt(None, "--audit-log", panel=ADVANCED, metavar="FILE",
                                      help="JSONL log of the dry-run adapter."),
     app_id: Optional[str] = o.opt(None, "--app-id", panel=ADVANCED, metavar="ID",
@@ -77,17 +78,25 @@ def worker(
     """
     from hpcguard.streams.worker import ROLES, run_worker
 
+    if shadow and adapter not in (None, "dry-run"):
+        fail(f"--shadow applies nothing: it runs the dry-run adapter, not --adapter {adapter}")
     settings = o.load_settings(config, bootstrap, prefix, security_protocol, sasl_mechanism, sasl_username,
                                sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile,
                                worker=dict(model_dir=model, app_id=app_id, data_dir=data_dir,
                                            metrics_port=metrics_port, lateness_s=lateness, idle_s=idle,
                                            job_wait_s=job_wait, sensor_map=sensor_map),
-                               adapter=dict(kind=adapter, audit_log=audit_log))
+                               adapter=dict(kind="dry-run" if shadow else adapter, audit_log=audit_log))
     bad = [r for r in roles if r not in ROLES]
     if bad:
         fail(f"unknown role(s) {', '.join(bad)}; choose from {', '.join(ROLES)}")
     try:
-        run_worker(settings, roles or ROLES, loglevel=loglevel)
+        gov = None
+        if shadow:  # the dry-run adapter, acking as the shadow (docs/site-guide.md, Shadow mode)
+            from hpcguard.simulators.shadow_report import BANNER, shadow_governor
+
+            typer.secho(BANNER, err=True, fg=typer.colors.YELLOW, bold=True)
+            gov = shadow_governor(settings) if "adapter" in (roles or ROLES) else None
+        run_worker(settings, roles or ROLES, loglevel=loglevel, adapter=gov)
     except (FileNotFoundError, ValueError, ConnectionError) as exc:
         fail(str(exc))
 

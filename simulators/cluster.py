@@ -211,7 +211,8 @@ class ClusterSimulator:
                  costs: Costs = Costs(), predictions: Optional[Predictions] = None,
                  io: Optional[IoModel] = None, seed: int = 0, node_mtbf_h: Optional[float] = None,
                  weibull_shape: Optional[float] = None, horizon_s: Optional[float] = None,
-                 progress: Optional[Callable[[float], None]] = None, precision: float = 0.7):
+                 progress: Optional[Callable[[float], None]] = None, precision: float = 0.7,
+                 break_even: bool = True):
         if nodes <= 0:
             raise ValueError("nodes must be positive")
         if len(workload) == 0:
@@ -236,7 +237,8 @@ class ClusterSimulator:
         # the streaming decision agent's policy object, with the same site costs
         self.decision = DecisionPolicy(costs.site, strategy=policy.fars or "sul-d", precision=self.precision,
                                        interval_h=costs.fars_interval_s / 3600.0,
-                                       overhead_h=costs.fars_overhead_s / 3600.0 if policy.fars else None)
+                                       overhead_h=costs.fars_overhead_s / 3600.0 if policy.fars else None,
+                                       break_even=bool(break_even))
         self.decisions: list[dict] = []   # every action the policy returned, in decision order
 
     # ------------------------------------------------------------------ run
@@ -291,9 +293,10 @@ class ClusterSimulator:
             # multilevel (seed 003): a warning reaches the job ``lead`` before the predicted failure time
             # (the failure's time for a true warning, a random time in the window for a false alarm)
             p = self.pred
-            lead = p.lead_s if p.lead_s > 0 else DEFAULT_LEAD_S
-            target = np.where(p.failure_index >= 0, self.failures.time[np.maximum(p.failure_index, 0)],
-                              self.rng.uniform(p.window_start, p.window_end))
+            lead = p.lead_each if p.lead_each is not None else (p.lead_s if p.lead_s > 0 else DEFAULT_LEAD_S)
+            true_t = (self.failures.time[np.maximum(p.failure_index, 0)] if len(self.failures)
+                      else np.zeros(len(p)))      # a trace without failures: every warning is false
+            target = np.where(p.failure_index >= 0, true_t, self.rng.uniform(p.window_start, p.window_end))
             self.pred_target = target
             for i, t in enumerate(np.maximum(target - lead, p.issued).tolist()):
                 push(t, _PREDICT, i, i + 1)
@@ -789,12 +792,16 @@ def simulate(workload: Workload, nodes: int, failures: FailureTrace, policy: str
              costs: Costs = Costs(), predictions: Optional[Predictions] = None, precision: float = 0.7,
              io: Optional[IoModel] = None, seed: int = 0, node_mtbf_h: Optional[float] = None,
              weibull_shape: Optional[float] = None, horizon_s: Optional[float] = None,
-             progress: Optional[Callable[[float], None]] = None) -> SimResult:
-    """Run one policy on a workload and failure trace (see module docstring)."""
+             progress: Optional[Callable[[float], None]] = None, break_even: bool = True) -> SimResult:
+    """Run one policy on a workload and failure trace (see module docstring).
+
+    ``break_even``: the decision policy acts on a warning only when the expected saving
+    (failure probability × node-hours at risk) exceeds the action's cost.
+    """
     if isinstance(policy, str) and policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose from {sorted(POLICIES)}")
     pol = POLICIES[policy] if isinstance(policy, str) else policy
     sim = ClusterSimulator(workload, nodes, failures, pol, costs=costs, predictions=predictions, io=io, seed=seed,
                            node_mtbf_h=node_mtbf_h, weibull_shape=weibull_shape, horizon_s=horizon_s,
-                           progress=progress, precision=precision)
+                           progress=progress, precision=precision, break_even=break_even)
     return sim.run()

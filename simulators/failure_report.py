@@ -22,11 +22,13 @@ def evaluate_failure_model(model: str, data_dirs: Sequence[str], *, report: Opti
                            sensor_map: Optional[str] = None, settings: Optional[Settings] = None,
                            train_data: Optional[Sequence[str]] = None, max_ok: int = 50000, seed: int = 0,
                            online: bool = True, stride: int = 1, at_fpr: Optional[float] = None,
-                           progress: Optional[Callable[[str], None]] = None,
+                           false_alarms: Optional[float] = None, progress: Optional[Callable[[str], None]] = None,
                            notify: Optional[Callable[[str, str], None]] = None) -> dict:
     """``model`` on each of ``data_dirs`` (:func:`~hpcguard.models.failure.assessment.evaluate_history`),
     then, with several, on their pool: ``hpcguard evaluate failure``.  ``report``: a directory for
     report.json, report.md and the plots (the pool's there, each history's in a sub-directory).
+    ``false_alarms``: the budget (episodes per 100 node-days; default the target's, 0: none) of the
+    false-alarm budget controller run beside the fixed threshold (``budget`` in the result).
     Returns the result with its ``scores`` (:func:`~hpcguard.models.failure.assessment.without_scans`
     gives what ``--json`` prints); raises :class:`~hpcguard.models.failure.site_training.TrainingError`."""
     import torch
@@ -74,7 +76,8 @@ def evaluate_failure_model(model: str, data_dirs: Sequence[str], *, report: Opti
         coverage = ft.coverage_summary([rec], "test data" if len(data) == 1 else f"test data {d}", notify=notify)
         try:
             result = evaluate_history(ensemble, manifest, rec, train_recs, seed, max_ok, online, stride, note=note,
-                                      at_fpr=at_fpr, keep_scan=len(data) > 1, predict=predict)
+                                      at_fpr=at_fpr, keep_scan=len(data) > 1, predict=predict,
+                                      false_alarms=false_alarms)
         except ValueError as exc:
             raise TrainingError(f"{d}: {exc}") from exc
         result.update({"model": str(model), "data": str(d), "coverage": coverage["shares"],
@@ -142,6 +145,30 @@ def online_sentence(scope: str, o: dict) -> str:
             f"(95 %: {fa[0]:.2f}-{fa[1]:.2f})")
 
 
+def budget_lines(b: dict) -> list[str]:
+    """The false-alarm budget controller beside the fixed and the hindsight-best threshold, in markdown."""
+    many = b.get("histories", 1) > 1
+    lines = [f"False-alarm budget {b['budget']:g} episodes per 100 node-days: the budget controller "
+             "(models/budget.py) set the vote threshold in event time from the labels resolved so far, from the "
+             f"model's own; scored after the first {b['burn_in_hours']:g} h streamed"
+             + (", each history its own controller and hindsight-best, added" if many else "") + ":", "",
+             "| threshold | vote threshold | precursor failures warned >= 2 min | all failures warned >= 2 min "
+             "| false-alarm episodes / 100 node-days |", "|---|---|---|---|---|"]
+    for r in b["rows"]:
+        if many:
+            value = "per history"
+        else:
+            value = f"{r['threshold']:.6g}" + (f" (median; {r['threshold_range'][0]:.6g}-{r['threshold_range'][1]:.6g})"
+                                               if r.get("threshold_range") else "")
+        lines.append(f"| {r['name']} | {value} | {r['precursor_warned_2min']}/{r['precursor_failures']} "
+                     f"({r['precursor_warned_2min_share']:.0%}) | {r['warned_2min']}/{r['failures']} | "
+                     f"{r['false_alarm_episodes']} in {r['node_days']:.1f} node-days = "
+                     f"{r['false_alarms_per_100_node_days']:.2f} |")
+    if not any(r["name"] == "hindsight-best" for r in b["rows"]):
+        lines += ["", "no fixed threshold keeps within the budget after the burn-in (hindsight-best: none)"]
+    return lines
+
+
 def pooled_markdown(result: dict) -> str:
     """The pooled report of several test histories (one history's report, on the pool), then each history's."""
     p = result["pooled"]
@@ -180,6 +207,8 @@ def markdown(result: dict) -> str:
             "(hindsight; hpcguard train threshold sets it from a labelled history)" if at else
             "no threshold on the curve keeps within it (one episode on this data is "
             f"{100.0 / max(o['node_days'], 1e-9):.2f} per 100 node-days)")]
+    if "budget" in result:
+        lines += [""] + budget_lines(result["budget"])
     for name, at in result.get("at_fpr", {}).items():
         a, p = at["all"], at["precursor"]
         lines += ["", f"{name} with its threshold put at fpr {a['fpr_bound']:g} of these {a['ok']} healthy events "

@@ -352,7 +352,8 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
                "sensor_map_sha256": meta["sensor_map_sha256"], "simulated_prior": meta["simulated_prior"],
                "simulated_look_alikes": meta["simulated_look_alikes"],
                "coverage": coverage["shares"],
-               "coverage_warnings": coverage["warnings"], "networks": meta["metrics"]["networks"], "notes": []}
+               "coverage_warnings": coverage["warnings"], "networks": meta["metrics"]["networks"],
+               "lead_calibration": report.get("lead_calibration"), "notes": []}
 
     def note_that(message: str) -> None:
         summary["notes"].append(message)
@@ -484,6 +485,21 @@ def calibrate_threshold(model: str, data_dirs: Sequence[str], out: str, false_al
     tag = hashlib.sha256(f"{ensemble.version}|{digest}|{false_alarms!r}|{stride}".encode()).hexdigest()[:8]
     before = ensemble.threshold
     ensemble.threshold = chosen["threshold"]
+    if ensemble.lead_calibration is not None:
+        # the lead a warning reports, measured again at the new threshold: every failure of the calibration data
+        from hpcguard.models.failure.ensemble import calibrate_leads
+        from hpcguard.models.failure.site_training import warned_leads
+        keys, minutes = [], []
+        for rec, *_ in scans:
+            k, m = warned_leads(ensemble, [rec])
+            keys, minutes = keys + k.tolist(), minutes + m.tolist()
+        table = calibrate_leads(keys, minutes)
+        if table is not None:
+            ensemble.lead_calibration = table
+        calibration["lead_calibration"] = {**(table or {"failures": 0}),
+                                           "source": "first online warning within 15 min before each failure of "
+                                                     "the calibration data" if table else
+                                           f"{len(minutes)} warned failures bound no lead: the model's table kept"}
     ensemble.version = f"{ensemble.version}-fa{tag}"
     meta = dict(manifest.get("metadata", {}))
     metrics = dict(manifest.get("metrics", {}))

@@ -46,6 +46,7 @@ class FailureTrace:
     node: np.ndarray
     repair: np.ndarray
     source: str = ""
+    family: Optional[np.ndarray] = None   # failure family per failure ("" unknown); None: not known at all
 
     def __len__(self) -> int:
         return int(self.time.size)
@@ -194,6 +195,7 @@ class Predictions:
     failure_index: np.ndarray
     n_failure_windows: int = 0
     lead_s: float = 0.0
+    lead_each: Optional[np.ndarray] = None   # per-warning lead (s) when leads vary (``eval:`` predictor)
 
     def __len__(self) -> int:
         return int(self.issued.size)
@@ -256,15 +258,24 @@ def emulate_predictor(rng: np.random.Generator, failures: FailureTrace, nodes: i
 
 
 def parse_predictor_spec(spec: Optional[str]) -> Optional[dict]:
-    """``precision=P,recall=R,lead=5m`` → ``{"precision", "recall", "lead_s"}`` (None → None)."""
+    """``precision=P,recall=R,lead=5m`` → ``{"precision", "recall", "lead_s"}`` (None → None).
+
+    ``eval:EVAL.json`` (a trained model's measured behaviour) → ``{"eval": path}``; the file
+    is read by :func:`hpcguard.simulators.eval_predictor.load_eval_predictor`.
+    """
     if not spec:
         return None
+    if spec.strip().lower().startswith("eval:"):
+        path = spec.strip()[5:].strip()
+        if not path:
+            raise ValueError(f"bad predictor spec {spec!r}: use eval:EVAL.json (from `evaluate failure --json`)")
+        return {"eval": path}
     out = {"precision": 0.7, "recall": 0.7, "lead_s": 0.0}
     for item in filter(None, spec.split(",")):
         key, eq, value = item.partition("=")
         key = key.strip().lower()
         if not eq or key not in ("precision", "recall", "lead"):
-            raise ValueError(f"bad predictor spec {spec!r}: use precision=P,recall=R,lead=5m")
+            raise ValueError(f"bad predictor spec {spec!r}: use precision=P,recall=R,lead=5m or eval:EVAL.json")
         if key == "lead":
             out["lead_s"] = parse_duration_s(value)
         else:

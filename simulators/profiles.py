@@ -32,6 +32,12 @@ names the precursor family each resembles):
 ``psu_warm``      PSU temperature rises and falls back (``psu``)
 ``io_stall``      a job's IO stalls for minutes, then resumes (``stall``)
 
+Declarative physics: a :class:`Physics` row names the sensors a new precursor family or
+look-alike moves (:class:`Effect`: target, size, pattern) and the ranges of its shape;
+``SiteParams.physics`` lists them and ``families``/``lookalikes`` may then name them.  The
+randomised sites of :mod:`hpcguard.simulators.random_sites` draw theirs from a library.  Two
+more generations (``gigabyte``, ``supermicro-x13``) serve those sites; no profile here uses them.
+
 Example
 -------
 >>> sorted(PROFILES)
@@ -46,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Optional
 
 PRECURSOR_FAMILIES: tuple[str, ...] = ("fan", "voltage", "psu", "stall", "memory_leak", "vcore_droop",
                                        "psu_oscillation", "fan_bearing")
@@ -128,6 +135,26 @@ GENERATIONS: dict[str, HardwareGeneration] = {g.name: g for g in (
         discrete=(("CPU 1 Status", "3.1", "0x00"), ("XCC Corrupted", "7.1", "0x00"),
                   ("Power Supply 1", "10.1", "Presence detected")),
         vcore_nominal=1.8, fan_quantum=128.0),
+    # Gigabyte (FreeIPMI CSV): CPU0_TEMP/CPU1_TEMP, CPU0_VCORE, PSU1_TEMP, SYS_FAN1.. and CPU0_FAN
+    HardwareGeneration(
+        "gigabyte", "Gigabyte", "freeipmi-csv",
+        (("inlet", "MB_TEMP1", "Temperature", "C", "7.1"), ("exhaust", "MB_TEMP2", "Temperature", "C", "7.1"),
+         ("cpu1", "CPU0_TEMP", "Temperature", "C", "3.1"), ("cpu2", "CPU1_TEMP", "Temperature", "C", "3.2"),
+         ("psu1", "PSU1_TEMP", "Temperature", "C", "10.1"), ("psu2", "PSU2_TEMP", "Temperature", "C", "10.2"),
+         ("vcore", "CPU0_VCORE", "Voltage", "V", "3.1"), ("v12", "P_12V", "Voltage", "V", "7.1"))
+        + _fans(["CPU0_FAN", "SYS_FAN1", "SYS_FAN2", "SYS_FAN3"]),
+        discrete=(("PSU1_STATUS", "10.1", "'Presence detected'"),),
+        vcore_nominal=1.8, fan_quantum=75.0),
+    # Supermicro X13 (ipmitool sdr elist): one "CPU Temp", "Vcpu", FAN1..FAN6, PSU temperatures as "PSU1 Temp"
+    HardwareGeneration(
+        "supermicro-x13", "Supermicro", "ipmitool-sdr",
+        (("inlet", "Inlet Temp", "Temperature", "C", "7.1"), ("exhaust", "System Temp", "Temperature", "C", "7.1"),
+         ("cpu1", "CPU Temp", "Temperature", "C", "3.1"),
+         ("psu1", "PSU1 Temp", "Temperature", "C", "10.1"), ("psu2", "PSU2 Temp", "Temperature", "C", "10.2"),
+         ("vcore", "Vcpu", "Voltage", "V", "3.1"), ("v12", "12V", "Voltage", "V", "7.1"))
+        + _fans(["FAN1", "FAN2", "FAN3", "FAN4", "FAN5", "FAN6"]),
+        discrete=(("Chassis Intru", "23.1", "0x00"),),
+        vcore_nominal=1.8, fan_quantum=140.0),
     # Generic FreeIPMI names (the classic simulator's): CPU1 Temp, Vcore, FAN1A..FAN2B
     HardwareGeneration(
         "generic-freeipmi", "generic", "freeipmi-csv",
@@ -139,6 +166,82 @@ GENERATIONS: dict[str, HardwareGeneration] = {g.name: g for g in (
         discrete=(("PS1 Status", "10.1", "'Presence detected'"),),
         vcore_nominal=1.16, fan_quantum=60.0),
 )}
+
+
+# What a declarative :class:`Physics` can move: BMC roles (plus every fan, the anomaly's fan and the
+# others) and operating-system quantities.  Temperatures take ``size`` in °C added; fans, voltages,
+# cpu_user, io and net a relative change (``-0.4``: 40 % lower); ``mem`` the memory share reached;
+# ``load`` hung tasks per core added; ``disk`` the disk share added.
+BMC_TARGETS: tuple[str, ...] = ROLES + ("fans", "fan_hit", "fan_rest")
+OS_TARGETS: tuple[str, ...] = ("mem", "load", "cpu_user", "io", "net", "disk")
+# How an effect follows the anomaly's envelope: ``smooth`` (with it), ``flicker`` (single polls, a
+# precursor's more and more frequent), ``bursts`` (on for a while, off for a while), ``oscillation``
+# (a wave whose amplitude is the envelope), ``jitter`` (noise whose spread is the envelope).
+PATTERNS: tuple[str, ...] = ("smooth", "flicker", "bursts", "oscillation", "jitter")
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One quantity a :class:`Physics` moves: ``target`` (:data:`BMC_TARGETS`, :data:`OS_TARGETS`), its
+    change at full strength ``size`` (units: see :data:`BMC_TARGETS`) and its ``pattern`` (:data:`PATTERNS`)."""
+
+    target: str
+    size: float
+    pattern: str = "smooth"
+
+
+@dataclass(frozen=True)
+class Physics:
+    """A precursor family or a benign look-alike given as a table of effects (a new failure physics
+    is a new :class:`Physics`, not new simulator code).
+
+    ``precursor`` False makes a look-alike that resembles the family ``resembles``.  Ranges left
+    ``None`` take the site's (:class:`~hpcguard.simulators.telemetry.TelemetryParams`
+    ``precursor_lead_minutes``, ``precursor_strength``, ``precursor_step``, ``precursor_power``).
+    A look-alike lasts ``minutes`` and hits one node (``scope`` ``node``), a rack (``rack``) or the
+    nodes of a job in its last minutes (``job_end``), with an ``envelope`` ``hump`` or ``plateau``.
+    ``intermittency`` is the share of polls a ``flicker`` hits (a precursor's grows to it),
+    ``period_s`` an ``oscillation``'s period, ``burst_s`` the (low, high) on and off lengths of ``bursts``.
+    """
+
+    name: str
+    effects: tuple[Effect, ...]
+    precursor: bool = True
+    resembles: str = ""
+    lead_minutes: Optional[tuple[float, float]] = None
+    strength: Optional[tuple[float, float]] = None
+    step: Optional[tuple[float, float]] = None
+    power: Optional[tuple[float, float]] = None
+    minutes: tuple[float, float] = (2.0, 10.0)
+    scope: str = "node"
+    envelope: str = "hump"
+    intermittency: float = 0.3
+    period_s: float = 120.0
+    burst_s: tuple[float, float] = (30.0, 120.0)
+
+    def problems(self) -> list[str]:
+        """What is impossible in this entry (empty: nothing)."""
+        out = []
+        builtin = set(PRECURSOR_FAMILIES) | set(LOOKALIKE_KINDS)
+        if not self.name or self.name in builtin or len(self.name) > 32:
+            out.append(f"physics name {self.name!r} must be new, non-empty and at most 32 characters")
+        if not self.effects:
+            out.append(f"physics {self.name!r} moves nothing")
+        for e in self.effects:
+            if e.target not in BMC_TARGETS + OS_TARGETS or e.pattern not in PATTERNS:
+                out.append(f"physics {self.name!r}: effect {e} needs a target of {BMC_TARGETS + OS_TARGETS} "
+                           f"and a pattern of {PATTERNS}")
+        for label, r in (("lead_minutes", self.lead_minutes), ("strength", self.strength), ("step", self.step),
+                         ("power", self.power), ("minutes", self.minutes), ("burst_s", self.burst_s)):
+            if r is not None and not (0 <= r[0] <= r[1]):
+                out.append(f"physics {self.name!r}: {label} must be 0 <= low <= high (got {r})")
+        if self.lead_minutes is not None and not (0 < self.lead_minutes[0] and self.lead_minutes[1] <= 24.0):
+            out.append(f"physics {self.name!r}: lead_minutes must lie in (0, 24] (look-alikes keep 25 min clear)")
+        if self.scope not in ("node", "rack", "job_end") or self.envelope not in ("hump", "plateau"):
+            out.append(f"physics {self.name!r}: scope node/rack/job_end and envelope hump/plateau")
+        if not 0 <= self.intermittency <= 1 or self.period_s <= 0:
+            out.append(f"physics {self.name!r}: intermittency in [0, 1] and period_s > 0")
+        return out
 
 
 @dataclass(frozen=True)
@@ -159,6 +262,11 @@ class SiteParams:
     missing_poll_rate : share of single polls (BMC and 15 s LDMS rows) that never arrive.
     bmc_outage_rate : BMC outages (no IPMI poll at all) per node-day;
         ``bmc_outage_minutes`` their (low, high) uniform length.
+    physics : declarative precursor families and look-alikes (:class:`Physics`) whose names
+        ``families`` and ``lookalikes`` may then use beside the built-in ones.
+    noise_scale : factor on the BMC readings' noise (1: as the profiles always had it).
+    ldms_outage_rate : LDMS sampler outages (no 15 s OS row) per node-day;
+        ``ldms_outage_minutes`` their (low, high) uniform length.
     """
 
     families: tuple[tuple[str, float], ...] = tuple((f, 1.0) for f in PRECURSOR_FAMILIES)
@@ -173,15 +281,34 @@ class SiteParams:
     missing_poll_rate: float = 0.01
     bmc_outage_rate: float = 0.5
     bmc_outage_minutes: tuple[float, float] = (2.0, 30.0)
+    physics: tuple[Physics, ...] = ()
+    noise_scale: float = 1.0
+    ldms_outage_rate: float = 0.0
+    ldms_outage_minutes: tuple[float, float] = (1.0, 20.0)
+
+    @property
+    def custom(self) -> dict[str, Physics]:
+        """The declarative physics by name."""
+        return {p.name: p for p in self.physics}
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first impossible setting."""
+        families = PRECURSOR_FAMILIES + tuple(p.name for p in self.physics if p.precursor)
+        kinds = tuple(LOOKALIKE_KINDS) + tuple(p.name for p in self.physics if not p.precursor)
+        for p in self.physics:
+            for problem in p.problems():
+                raise ValueError(problem)
         checks = [
-            (all(f in PRECURSOR_FAMILIES and w >= 0 for f, w in self.families)
+            (len({p.name for p in self.physics}) == len(self.physics), "physics names must be distinct"),
+            (all(f in families and w >= 0 for f, w in self.families)
              and sum(w for _, w in self.families) > 0,
-             f"families must be non-negative weights over {PRECURSOR_FAMILIES} (got {self.families})"),
-            (all(k in LOOKALIKE_KINDS and w >= 0 for k, w in self.lookalikes),
-             f"lookalikes must be non-negative weights over {tuple(LOOKALIKE_KINDS)} (got {self.lookalikes})"),
+             f"families must be non-negative weights over {families} (got {self.families})"),
+            (all(k in kinds and w >= 0 for k, w in self.lookalikes),
+             f"lookalikes must be non-negative weights over {kinds} (got {self.lookalikes})"),
+            (self.noise_scale >= 0, f"noise_scale must be >= 0 (got {self.noise_scale})"),
+            (self.ldms_outage_rate >= 0 and 0 < self.ldms_outage_minutes[0] <= self.ldms_outage_minutes[1],
+             f"ldms_outage_rate must be >= 0 and ldms_outage_minutes 0 < low <= high "
+             f"(got {self.ldms_outage_rate}, {self.ldms_outage_minutes})"),
             (self.lookalike_ratio >= 0, f"lookalike_ratio must be >= 0 (got {self.lookalike_ratio})"),
             (bool(self.generations) and all(g in GENERATIONS and w > 0 for g, w in self.generations),
              f"generations must be positive shares of {tuple(GENERATIONS)} (got {self.generations})"),

@@ -24,7 +24,11 @@ Vcore droops, PSU warm-ups, IO stalls) as frequent as the precursors and kept 25
 clear of any failure; BMC readings from a rack-wide inlet (rack offset, slow drift,
 daily cycle) with per-node and per-fan baselines; hardware generations whose BMCs name
 sensors their own way and write FreeIPMI CSV or ``ipmitool sdr elist``; missing single
-polls and minutes-long BMC outages.
+polls and minutes-long BMC outages.  A site may add declarative families and look-alikes
+(``SiteParams.physics``: the sensors each moves, by how much, smoothly or intermittently),
+scale the BMC noise and lose LDMS samples for minutes (randomised sites,
+:mod:`hpcguard.simulators.random_sites`); :meth:`Telemetry.window` cuts one history into
+the days a site trains on and the days it then streams.
 
 Model
 -----
@@ -113,9 +117,11 @@ from hpcguard.simulators.profiles import (
     FAN_ROLES,
     GENERATIONS,
     LOOKALIKE_KINDS,
+    OS_TARGETS,
     ROLE,
     ROLES,
     HardwareGeneration,
+    Profile,
     SiteParams,
     profile_overrides,
 )
@@ -287,6 +293,7 @@ class Telemetry:
     ldms_up15: Optional[np.ndarray] = None  # (N, T15) 15 s LDMS rows that arrive (None: up15)
     bmc_outages: list[dict] = field(default_factory=list)
     node_events: list[dict] = field(default_factory=list)  # Slurm's node events (sacctmgr show event)
+    ldms_outages: list[dict] = field(default_factory=list)  # LDMS sampler outages (SiteParams.ldms_outage_rate)
 
     @property
     def ipmi_mask(self) -> np.ndarray:
@@ -333,6 +340,58 @@ class Telemetry:
             out.append(d)
         return out
 
+    def window(self, start_s: float, end_s: float) -> "Telemetry":
+        """The part ``[start_s, end_s)`` (seconds from ``start``, multiples of 15) as a recording of
+        its own, as a site would have recorded it then: times from the part's start, jobs as ``sacct``
+        saw them at its end (running ones ``RUNNING``, later ones not yet started or submitted),
+        failures and ground truth of the part, counters continuing.  A history's first days and its
+        next days, one cluster (``evaluate sites`` trains on the one and tests on the other).
+
+        >>> tel = generate_telemetry(nodes=4, hours=2, seed=3, mtbf_hours=1.0)
+        >>> a, b = tel.window(0, 3600), tel.window(3600, 7200)
+        >>> len(a.failures) + len(b.failures) == len(tel.failures), b.start - tel.start, a.ipmi.shape[1]
+        (True, 3600.0, 240)
+        """
+        T1 = self.up1.shape[1]
+        if not (0 <= start_s < end_s <= T1 and start_s % 15 == 0 and end_s % 15 == 0):
+            raise ValueError(f"a window is 0 <= start < end <= {T1} s in multiples of 15 s (got {start_s}, {end_s})")
+        a1, b1, a15, b15 = int(start_s), int(end_s), int(start_s) // 15, int(end_s) // 15
+        length = float(b1 - a1)
+
+        def cut(x):
+            return None if x is None else x[:, a1:b1] if x.shape[1] == T1 else x[:, a15:b15]
+
+        def shifted(rows, keys, keep):
+            return [{**r, **{k: r[k] - start_s for k in keys if r.get(k) is not None}} for r in rows if keep(r)]
+
+        j = dict(self.jobs)
+        submit, start, end = (np.asarray(j[k], float) - start_s for k in ("submit", "start", "end"))
+        later = np.isfinite(start) & (start >= length)          # not yet started at the part's end
+        start = np.where(later, np.nan, start)
+        end = np.where(later, np.nan, end)
+        state = np.asarray(j["state"]).astype(object)
+        state[later] = "PENDING"
+        state[np.isfinite(end) & (end >= length)] = "RUNNING"
+        j.update({"submit": submit, "start": start, "end": end, "state": state.astype(str),
+                  "visible": ~(np.isfinite(end) & (end < 0.0)) & (submit < length)})
+        failures = shifted(self.failures, ("time", "onset_time"), lambda f: start_s <= f["time"] < end_s)
+        anomalies = shifted(self.anomalies, ("start", "end"), lambda x: x["end"] > start_s and x["start"] < end_s)
+        events = [{**e, "start": e["start"] - start_s,
+                   "end": None if e["end"] is None or e["end"] >= end_s else e["end"] - start_s}
+                  for e in self.node_events if e["start"] < end_s and (e["end"] is None or e["end"] > start_s)]
+        return dataclasses.replace(
+            self, start=self.start + start_s, up1=cut(self.up1), up15=cut(self.up15), job1=cut(self.job1),
+            job15=cut(self.job15), usec1=cut(self.usec1), usec15=cut(self.usec15), lustre=cut(self.lustre),
+            ldms15={k: cut(v) for k, v in self.ldms15.items()}, ipmi=cut(self.ipmi), ipmi_ms=cut(self.ipmi_ms),
+            jobs=j, failures=failures, anomalies=anomalies, ipmi_up=cut(self.ipmi_up), ldms_up15=cut(self.ldms_up15),
+            down_at_start=[self.nodes[n] for n in np.flatnonzero(~self.up1[:, a1])],
+            counter_resets=shifted(self.counter_resets, ("time",), lambda r: start_s <= r["time"] < end_s),
+            bmc_outages=[{**o, "start": max(o["start"], start_s) - start_s, "end": min(o["end"], end_s) - start_s}
+                         for o in self.bmc_outages if o["end"] > start_s and o["start"] < end_s],
+            ldms_outages=[{**o, "start": max(o["start"], start_s) - start_s, "end": min(o["end"], end_s) - start_s}
+                          for o in self.ldms_outages if o["end"] > start_s and o["start"] < end_s],
+            node_events=events)
+
     def summary(self) -> dict:
         kinds = [a["kind"] for a in self.anomalies]
         jobs_in_window = int(np.sum(self.jobs["visible"]))
@@ -346,6 +405,9 @@ class Telemetry:
             "racks": dict(zip(self.nodes, self.racks)),
             "bmc_outages": [{**o, "start": self.start + o["start"], "end": self.start + o["end"],
                              "node": self.nodes[o["node"]]} for o in self.bmc_outages],
+            **({"ldms_outages": [{**o, "start": self.start + o["start"], "end": self.start + o["end"],
+                                  "node": self.nodes[o["node"]]} for o in self.ldms_outages]}
+               if self.ldms_outages else {}),
             "parameters": self.params.as_dict(),
             "down_at_start": self.down_at_start,
             "counter_resets": [{**r, "time": self.start + r["time"], "node": self.nodes[r["node"]]}
@@ -572,6 +634,13 @@ def _pick(rng: np.random.Generator, pairs: tuple[tuple[str, float], ...]) -> str
     return names[int(rng.choice(len(names), p=w / w.sum()))]
 
 
+def _scope(kind: str, custom: dict) -> str:
+    """Where a look-alike lands: ``rack`` (cooling blips), ``job_end`` (jobs filling RAM), else ``node``."""
+    if kind in custom:
+        return custom[kind].scope
+    return {"cooling_blip": "rack", "mem_fill": "job_end"}.get(kind, "node")
+
+
 def _free(busy: list[tuple[float, float]], a: float, b: float) -> bool:
     return all(b <= s or a >= e for s, e in busy)
 
@@ -587,6 +656,7 @@ def _place_site_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray]
     ``period`` (seconds of a PSU oscillation).
     """
     site = p.site
+    custom = site.custom   # declarative families and look-alikes (profiles.Physics), by name
     lo, hi = (x * 60.0 for x in p.precursor_lead_minutes)
     anomalies: list[dict] = []
 
@@ -601,10 +671,14 @@ def _place_site_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray]
         has = rng.random() < p.precursor_fraction
         family = _pick(rng, site.families)
         f_lo, f_hi = (max(lo, 300.0), max(min(hi, 1200.0), max(lo, 300.0))) if family == "memory_leak" else (lo, hi)
+        phys = custom.get(family)
+        if phys is not None and phys.lead_minutes is not None:   # a declarative family's own onsets
+            f_lo, f_hi = phys.lead_minutes[0] * 60.0, phys.lead_minutes[1] * 60.0
         # a node back from repair less than the shortest onset ago dies without warning
         lead = rng.uniform(f_lo, max(min(f_hi, uptime), f_lo))
-        strength, step, power = (rng.uniform(*r) for r in (p.precursor_strength, p.precursor_step,
-                                                           p.precursor_power))
+        ranges = (p.precursor_strength, p.precursor_step, p.precursor_power) if phys is None else (
+            phys.strength or p.precursor_strength, phys.step or p.precursor_step, phys.power or p.precursor_power)
+        strength, step, power = (rng.uniform(*r) for r in ranges)
         if has and uptime >= f_lo:
             anomalies.append({"start": f - lead, "end": f, "node": n, "kind": family, "family": family,
                               "leads_to_failure": 1, "strength": strength, "step": step, "power": power,
@@ -625,17 +699,19 @@ def _place_site_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray]
         if len(benign) >= target or not site.lookalikes:
             break
         # a cooling blip writes a row per node of its rack: weight it per row, not per event
-        kind = _pick(rng, tuple((k, w / (site.rack_size if k == "cooling_blip" else 1)) for k, w in site.lookalikes))
-        length = rng.uniform(*_LOOKALIKE_MINUTES[kind]) * 60.0
-        strength = rng.uniform(*p.precursor_strength)
-        if kind == "mem_fill":  # the last minutes of a real job that then ends
+        kind = _pick(rng, tuple((k, w / (site.rack_size if _scope(k, custom) == "rack" else 1))
+                                for k, w in site.lookalikes))
+        phys = custom.get(kind)
+        length = rng.uniform(*(_LOOKALIKE_MINUTES[kind] if phys is None else phys.minutes)) * 60.0
+        strength = rng.uniform(*(p.precursor_strength if phys is None else phys.strength or p.precursor_strength))
+        if _scope(kind, custom) == "job_end":  # the last minutes of a real job that then ends
             if not ended.size:
                 continue
             j = int(rng.choice(ended))
             t1 = float(jobs["end"][j])
             t0 = max(t1 - length, float(jobs["start"][j]) + 60.0, 0.0)
             nodes = [int(x) for x in jobs["node_index"][j]]
-        elif kind == "cooling_blip":  # the whole rack at once
+        elif _scope(kind, custom) == "rack":  # the whole rack at once
             t0 = rng.uniform(0.0, max(duration_s - length, 1.0))
             t1 = t0 + length
             nodes = [int(x) for x in np.flatnonzero(rack_of == rng.integers(0, rack_of.max() + 1))]
@@ -643,12 +719,13 @@ def _place_site_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray]
             t0 = rng.uniform(0.0, max(duration_s - length, 1.0))
             t1 = t0 + length
             nodes = [int(rng.integers(n_nodes))]
-        if t1 - t0 < (180.0 if kind == "mem_fill" else 60.0):  # a job too short to fill RAM visibly
+        if t1 - t0 < (180.0 if _scope(kind, custom) == "job_end" else 60.0):  # a job too short to fill RAM visibly
             continue
         shared = extra(nodes[0])
         for n in nodes:
             if _free(busy[n], t0, t1):
-                benign.append({"start": t0, "end": t1, "node": n, "kind": kind, "family": LOOKALIKE_KINDS[kind],
+                benign.append({"start": t0, "end": t1, "node": n, "kind": kind,
+                               "family": LOOKALIKE_KINDS[kind] if phys is None else phys.resembles,
                                "leads_to_failure": 0, "strength": strength, "step": 0.0, "power": 1.0,
                                **shared, "fan": int(rng.integers(0, fans_of[n]))})
                 busy[n].append((t0, t1))
@@ -818,11 +895,15 @@ def _site_bmc(rng: np.random.Generator, util: np.ndarray, anomalies: list[dict],
     fan_gain = (0.9 + 0.15 * lag + 0.01 * (inlet - site.inlet_c))[..., None]  # ≈ 1 at mid load
     out[..., list(FAN_ROLES)] = fan_base[:, None, :] * fan_gain
     noise_sd = np.array([0.3, 0.4, 0.6, 0.6, 0.4, 0.4, 0.0, 0.02] + [50.0] * len(FAN_ROLES))
-    out += rng.normal(0, 1, out.shape) * noise_sd
-    out[..., ROLE["vcore"]] += rng.normal(0, 0.003, (N, T15)) * nominal
+    out += rng.normal(0, 1, out.shape) * (noise_sd * site.noise_scale)   # noise_scale 1: the same numbers
+    out[..., ROLE["vcore"]] += rng.normal(0, 0.003, (N, T15)) * nominal * site.noise_scale
+    custom = site.custom
     for a in anomalies:
         if a["kind"] in ("stall", "io_stall", "memory_leak", "mem_fill"):
             continue  # operating-system effects (cpu_user, IO, load, memory)
+        if a["kind"] in custom:   # a declarative family or look-alike (its own random numbers)
+            _physics_bmc(out, a, custom[a["kind"]], times)
+            continue
         n = a["node"]
         k0 = int(np.clip(np.floor(a["start"] / 15.0), 0, T15))
         k1 = int(np.clip(np.ceil(a["end"] / 15.0) + 1, 0, T15))
@@ -874,6 +955,135 @@ def _site_bmc(rng: np.random.Generator, util: np.ndarray, anomalies: list[dict],
     return np.round(out / quantum) * quantum
 
 
+# --------------------------------------------------------------------------- declarative physics
+_TEMPERATURE_ROLES = ("inlet", "exhaust", "cpu1", "cpu2", "psu1", "psu2")
+
+
+def _physics_span(a: dict, n_steps: int) -> tuple[int, int]:
+    """The 15 s steps an anomaly's effects touch (as the built-in BMC effects)."""
+    k0 = int(np.clip(np.floor(a["start"] / 15.0), 0, n_steps))
+    k1 = int(np.clip(np.ceil(a["end"] / 15.0) + 1, 0, n_steps))
+    return k0, k1
+
+
+def _physics_signals(a: dict, phys, t: np.ndarray) -> dict[str, np.ndarray]:
+    """Each pattern's modulation of a declarative anomaly at times ``t`` (seconds from start; 15 s steps).
+
+    The random parts (which polls flicker, when bursts are on, the jitter) come from a generator of
+    the anomaly's own (kind, node, start), drawn over its whole span: the BMC and the operating-system
+    effects of one anomaly see the same flickers and bursts, and the run's generator is not touched.
+    """
+    x = np.clip((t - a["start"]) / (a["end"] - a["start"]), 0.0, 1.0)
+    inside = (t >= a["start"]) & (t < a["end"])
+    if a["leads_to_failure"] or phys.envelope == "hump":
+        env = _strength(a, t)
+    else:   # plateau: up in the first 15 % of the episode, down in the last 15 %
+        env = np.where(inside, a["strength"] * np.minimum(1.0, np.minimum(x, 1.0 - x) / 0.15), 0.0)
+    g = np.random.default_rng([zlib.crc32(a["kind"].encode()), int(a["node"]),
+                               int(round(a["start"] * 1000.0)) % (1 << 32)])
+    a0 = int(np.floor(a["start"] / 15.0))
+    span = int(np.ceil(a["end"] / 15.0)) + 2 - a0
+    u, z = g.random(span), g.normal(0.0, 1.0, span)
+    on = np.zeros(span, bool)
+    i, state = 0, bool(g.random() < 0.5)
+    while i < span:   # alternating on and off stretches of burst_s
+        length = max(1, int(round(g.uniform(*phys.burst_s) / 15.0)))
+        on[i:i + length] = state
+        i, state = i + length, not state
+    idx = np.clip(np.round(t / 15.0).astype(int) - a0, 0, span - 1)
+    rate = phys.intermittency * (0.25 + 0.75 * x ** 2) if a["leads_to_failure"] else np.full(x.size, phys.intermittency)
+    flick = inside & (u[idx] < rate)
+    return {"smooth": env, "flicker": flick * np.maximum(env, 0.5 * a["strength"]), "bursts": env * on[idx],
+            "oscillation": env * np.sin(2 * np.pi * (t - a["start"]) / phys.period_s), "jitter": env * z[idx]}
+
+
+def _physics_bmc(out: np.ndarray, a: dict, phys, times: np.ndarray) -> None:
+    """Apply a declarative anomaly's BMC effects to ``out`` ``(N, T15, ROLES)`` in place."""
+    effects = [e for e in phys.effects if e.target not in OS_TARGETS]
+    k0, k1 = _physics_span(a, out.shape[1])
+    if not effects or k1 <= k0:
+        return
+    sig = _physics_signals(a, phys, times[k0:k1] - times[0])
+    v = out[a["node"], k0:k1]   # view
+    hit = FAN_ROLES[a.get("fan", 0) % len(FAN_ROLES)]
+    for e in effects:
+        cols = {"fans": list(FAN_ROLES), "fan_hit": [hit],
+                "fan_rest": [f for f in FAN_ROLES if f != hit]}.get(e.target, [ROLE.get(e.target, 0)])
+        m = sig[e.pattern]
+        if e.target in _TEMPERATURE_ROLES:
+            v[:, cols] += (e.size * m)[:, None]
+        else:
+            v[:, cols] *= np.maximum(1.0 + e.size * m, 0.0)[:, None]
+
+
+def _physics_os(anomalies: list[dict], custom: dict, t15: np.ndarray, *, rates: np.ndarray, util: np.ndarray,
+                net_factor: np.ndarray, hung: np.ndarray, busy15: np.ndarray, cores: int) -> None:
+    """Apply declarative anomalies' cpu_user, io, net and load effects in place (before counters are summed)."""
+    T15 = util.shape[1]
+    for a in anomalies:
+        phys = custom.get(a["kind"])
+        effects = [] if phys is None else [e for e in phys.effects if e.target in ("cpu_user", "io", "net", "load")]
+        k0, k1 = _physics_span(a, T15)
+        if not effects or k1 <= k0:
+            continue
+        n = a["node"]
+        sig = _physics_signals(a, phys, t15[k0:k1])
+        for e in effects:
+            m = sig[e.pattern]
+            factor = np.maximum(1.0 + e.size * m, 0.0)
+            if e.target == "cpu_user":
+                util[n, k0:k1] = np.clip(util[n, k0:k1] * factor, 0.0, 1.0)
+            elif e.target == "net":
+                net_factor[n, k0:k1] *= factor
+            elif e.target == "io":
+                b = min(k1 * 15, rates.shape[2])
+                rates[:, n, k0 * 15:b] *= np.repeat(factor, 15)[:b - k0 * 15]
+            else:   # hung tasks raise the load
+                hung[n, k0:k1] += e.size * cores * np.maximum(m, 0.0) * (0.2 + 0.8 * busy15[n, k0:k1])
+
+
+def _physics_levels(anomalies: list[dict], custom: dict, t15: np.ndarray, target: str, level: np.ndarray
+                    ) -> np.ndarray:
+    """``level`` (memory or disk share, ``(N, T15)``) with declarative anomalies' ``mem``/``disk`` effects:
+    memory climbs towards the effect's size, disk usage grows by it."""
+    out = level.copy()
+    for a in anomalies:
+        phys = custom.get(a["kind"])
+        effects = [] if phys is None else [e for e in phys.effects if e.target == target]
+        k0, k1 = _physics_span(a, out.shape[1])
+        if not effects or k1 <= k0:
+            continue
+        sig = _physics_signals(a, phys, t15[k0:k1])
+        n = a["node"]
+        for e in effects:
+            m = sig[e.pattern]
+            if target == "mem":
+                out[n, k0:k1] += (e.size - out[n, k0:k1]) * np.clip(m, 0.0, 1.0)
+            else:
+                out[n, k0:k1] += e.size * m
+    return out
+
+
+def _draw_outages(rng: np.random.Generator, up: np.ndarray, rate_per_node_day: float,
+                  minutes: tuple[float, float]) -> list[dict]:
+    """Outages of a collector (``rate_per_node_day``, lengths uniform in ``minutes``): clears ``up``."""
+    N, T15 = up.shape
+    outages = []
+    for _ in range(rng.poisson(rate_per_node_day * N * T15 * 15.0 / 86400.0)):
+        n = int(rng.integers(N))
+        length = rng.uniform(*minutes) * 60.0
+        t0 = rng.uniform(0.0, T15 * 15.0)
+        k0, k1 = int(t0 // 15.0), int(min(np.ceil((t0 + length) / 15.0), T15))
+        up[n, k0:k1] = False
+        outages.append({"node": n, "start": k0 * 15.0, "end": k1 * 15.0})
+    return outages
+
+
+def _ldms_outages(rng: np.random.Generator, ldms_up: np.ndarray, site: SiteParams) -> list[dict]:
+    """LDMS sampler outages (``ldms_outage_rate`` per node-day): no 15 s OS row for minutes; edits ``ldms_up``."""
+    return _draw_outages(rng, ldms_up, site.ldms_outage_rate, site.ldms_outage_minutes)
+
+
 def _site_memory(mem_used: np.ndarray, anomalies: list[dict], t15: np.ndarray) -> np.ndarray:
     """Memory share with leaks (climbing to ~100 % at the failure) and jobs filling RAM before they end."""
     mem = mem_used.copy()
@@ -899,15 +1109,7 @@ def _poll_masks(rng: np.random.Generator, up15: np.ndarray, site: SiteParams
     N, T15 = up15.shape
     ipmi_up = up15 & (rng.random((N, T15)) >= site.missing_poll_rate)
     ldms_up = up15 & (rng.random((N, T15)) >= site.missing_poll_rate)
-    outages = []
-    for _ in range(rng.poisson(site.bmc_outage_rate * N * T15 * 15.0 / 86400.0)):
-        n = int(rng.integers(N))
-        length = rng.uniform(*site.bmc_outage_minutes) * 60.0
-        t0 = rng.uniform(0.0, T15 * 15.0)
-        k0, k1 = int(t0 // 15.0), int(min(np.ceil((t0 + length) / 15.0), T15))
-        ipmi_up[n, k0:k1] = False
-        outages.append({"node": n, "start": k0 * 15.0, "end": k1 * 15.0})
-    return ipmi_up, ldms_up, outages
+    return ipmi_up, ldms_up, _draw_outages(rng, ipmi_up, site.bmc_outage_rate, site.bmc_outage_minutes)
 
 
 # --------------------------------------------------------------------------- Slurm node events
@@ -953,7 +1155,7 @@ def slurm_node_events(seed: int, profile: str, sched: dict[str, np.ndarray], n_n
 
 # --------------------------------------------------------------------------- main entry
 def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
-                       params: Optional[TelemetryParams] = None, profile: str = "classic",
+                       params: Optional[TelemetryParams] = None, profile: str | Profile = "classic",
                        **overrides) -> Telemetry:
     """Generate a cluster's telemetry and ground truth (no file I/O).
 
@@ -965,13 +1167,19 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     params, profile, overrides
         A :class:`TelemetryParams` (default: the defaults), then the overrides of the
         site profile ``profile`` (:mod:`hpcguard.simulators.profiles`), then fields as
-        keyword arguments.
+        keyword arguments.  ``profile`` may also be a
+        :class:`~hpcguard.simulators.profiles.Profile` not in the table (a randomised site,
+        :mod:`hpcguard.simulators.random_sites`): its overrides and its name are used alike.
 
     >>> tel = generate_telemetry(nodes=4, hours=0.5, seed=1, profile="mixed")
     >>> sorted(set(tel.hardware))
     ['dell-idrac', 'supermicro-x11']
     """
-    p = dataclasses.replace(params or TelemetryParams(), **{**profile_overrides(profile), **overrides})
+    if isinstance(profile, Profile):   # a profile object (a randomised site): its overrides, then its name
+        profile_params, profile = dict(profile.overrides), profile.name
+    else:
+        profile_params = profile_overrides(profile)
+    p = dataclasses.replace(params or TelemetryParams(), **{**profile_params, **overrides})
     p.validate(nodes, hours)
     # a site profile mixes its name into the seed: one seed on two profiles gives two
     # different clusters (no failure at the same moment in a train and a test set)
@@ -1060,6 +1268,9 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
         util[n, k0:k1] *= 1.0 - 0.85 * s15
         net_factor[n, k0:k1] *= 1.0 - 0.9 * s15
         hung[n, k0:k1] += 2.0 * p.cores_per_node * s15 * (0.2 + 0.8 * busy15[n, k0:k1])  # ranks and health checks
+    if site is not None and site.physics:   # declarative families and look-alikes
+        _physics_os(anomalies, site.custom, t15, rates=rates, util=util, net_factor=net_factor, hung=hung,
+                    busy15=busy15, cores=p.cores_per_node)
     rates *= up1[None]
     lustre = _cumulative(np.round(rates).transpose(1, 2, 0), lustre_reset,
                          rng.uniform(1e11, 5e13, (N, 2)).round())
@@ -1085,12 +1296,16 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     mem_used = np.clip(mem_used, 0.02, 0.97)
     if site is not None:
         mem_used = _site_memory(mem_used, anomalies, t15)
+    if site is not None and site.physics:
+        mem_used = np.clip(_physics_levels(anomalies, site.custom, t15, "mem", mem_used), 0.0, 0.999)
     avail = mem_total[:, None] * (1 - mem_used)
     free = avail * rng.uniform(0.55, 0.85, (N, 1))
     meminfo = np.stack([np.broadcast_to(mem_total[:, None], (N, T15)), free, avail], axis=-1)
     size_kb = rng.choice([468320256.0, 937692160.0], N)
     disk = rng.uniform(0.15, 0.6, (N, 1)) + np.cumsum(rng.normal(2e-5, 3e-4, (N, T15)), axis=1)
     disk = np.clip(disk, 0.01, 0.99)
+    if site is not None and site.physics:
+        disk = np.clip(_physics_levels(anomalies, site.custom, t15, "disk", disk), 0.01, 0.99)
     diskusage = np.stack([disk * size_kb[:, None], np.broadcast_to(size_kb[:, None], (N, T15))], axis=-1)
     io15 = rates.reshape(2, N, T15, 15).mean(axis=-1)
     comm = np.where(busy15, col("comm_rate")[occ15], 0.0) * util
@@ -1099,6 +1314,7 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     procnetdev = _cumulative(np.round(net * 15.0) * up15[..., None], net_reset,
                              rng.uniform(1e10, 1e12, (N, 2)).round())
 
+    ldms_outages: list[dict] = []
     if site is None:
         ipmi = _bmc_readings(rng, util, anomalies, p.start + t15, p.na_rate)
         ipmi_up = ldms_up15 = None
@@ -1107,6 +1323,8 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
         ipmi = _site_bmc(rng, util, anomalies, p.start + t15, site, gens, rack_of)
         ipmi[rng.random(ipmi.shape) < p.na_rate] = np.nan
         ipmi_up, ldms_up15, outages = _poll_masks(rng, up15, site)
+        if site.ldms_outage_rate > 0:
+            ldms_outages = _ldms_outages(rng, ldms_up15, site)
 
     # sample time offsets: per-node sampler phase plus jitter
     phase = rng.integers(500, 5000, (N, 1))
@@ -1132,12 +1350,12 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
                      ipmi=ipmi, ipmi_ms=ipmi_ms, jobs=jobs, failures=failures, anomalies=anomalies,
                      params=p, seed=seed, down_at_start=down_at_start, counter_resets=counter_resets,
                      profile=profile, hardware=hardware, racks=[int(r) for r in rack_of], ipmi_up=ipmi_up,
-                     ldms_up15=ldms_up15, bmc_outages=outages,
+                     ldms_up15=ldms_up15, bmc_outages=outages, ldms_outages=ldms_outages,
                      node_events=slurm_node_events(seed, profile, sched, N, dur))
 
 
 def simulate_telemetry(out_dir: str, nodes: int = 32, hours: float = 2.0, seed: int = 0, *,
-                       profile: str = "classic", altheader: bool = False, io: bool = True,
+                       profile: str | Profile = "classic", altheader: bool = False, io: bool = True,
                        slurm_events: bool = False, **params) -> dict:
     """Generate and write a recorded-data directory (``docs/formats.md``); returns the summary.
 

@@ -89,6 +89,11 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
     assert summary["hard_negatives"] == 0 and "--simulated-prior" in summary["notes"][0]
     manifest = json.loads((model / "manifest.json").read_text())
     assert manifest["leads_minutes"] == [2, 3, 4, 5, 6, 7] and manifest["window_steps"] == 16
+    # the lead a warning reports, measured on the voter period's failures, and what it rests on (issue 55)
+    lead = summary["lead_calibration"]
+    assert lead["lead"] == "calibrated" and 6 <= lead["failures"] <= lead["period_failures"]
+    assert manifest["lead_calibration"] == {k: v for k, v in lead.items() if k in manifest["lead_calibration"]}
+    assert 0 < lead["overall"] <= lead["median"] <= 15
     # the 4-minute window, and 5 minutes more: the 7-minute network reads the window 5 minutes before now
     assert manifest["features"] == "paper" and manifest["lead_shift"] and manifest["history_steps"] == 16 + 20
     meta = manifest["metadata"]

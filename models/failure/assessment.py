@@ -94,14 +94,17 @@ def _ensemble_predict(ensemble) -> Callable[[list[str], Any], list[_Warned]]:
 
 def evaluate_history(ensemble, manifest: dict, rec: Recorded, train_recs: Sequence[Recorded], seed: int = 0,
                      max_ok: int = 50000, online: bool = True, stride: int = 1, forest: bool = True, note=None,
-                     at_fpr: Optional[float] = None, keep_scan: bool = False, predict=None) -> dict:
+                     at_fpr: Optional[float] = None, keep_scan: bool = False, predict=None,
+                     false_alarms: Optional[float] = None) -> dict:
     """Event rows (unanimous, LSTM, single network, baseline, random forest), the online scan, the
     vote and the 2-minute network with their threshold put at ``at_fpr`` of this data's healthy events,
     and the prediction targets checked.  ``scores`` (for plots and pooling; not for JSON) holds the
     events' labels, scores and precursor flags; with ``keep_scan``, ``online_scan`` holds the online
     vote scan as :func:`operating_curve` takes it (to pool several histories' curves).  ``predict``:
     the worker's predictor call (``streams.predictors``) for the online scan of a vote without a
-    threshold; default: the ensemble's own decision, which it wraps."""
+    threshold; default: the ensemble's own decision, which it wraps.  ``false_alarms`` (episodes per
+    100 node-days; default the target's, 0: none): ``budget`` holds :func:`budget_report`, the budget
+    controller run over the same vote scan in event time beside the fixed and hindsight-best thresholds."""
     import numpy as np
 
     from hpcguard.models.failure.dataset import build_events, healthy_mask
@@ -192,6 +195,12 @@ def evaluate_history(ensemble, manifest: dict, rec: Recorded, train_recs: Sequen
         if votes is not None:
             note("online operating curve")
             result.update(online_curve_at_target(ensemble, [(rec, votes, healthy, pre_all)]))
+            budget = PREDICTION_TARGETS["online_false_alarms_per_100_node_days"] if false_alarms is None \
+                else false_alarms
+            if budget > 0:
+                note("budget controller")
+                result["budget"] = budget_report(votes, rec, pre_all, ensemble.threshold, budget,
+                                                 step_s=ensemble.grid_s * stride)
             if keep_scan:
                 result["online_scan"] = (rec, votes, healthy, pre_all)
     result["targets"] = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), result.get("online"))
@@ -253,6 +262,8 @@ def pool_results(ensemble, results: list[dict], at_fpr: float) -> dict:
     if all("online" in r for r in results):
         out["online"] = {"threshold": ensemble.threshold, **pool_summaries([r["online"] for r in results]),
                          "median_lead_minutes": float("nan"), "stride_steps": results[0]["online"]["stride_steps"],
+                         "warned_lead_minutes": sorted(x for r in results
+                                                       for x in r["online"].get("warned_lead_minutes", [])),
                          "by_family": add_counts([r["online"]["by_family"] for r in results])}
     out["scores"] = {k: np.concatenate([r["scores"][k] for r in results]) for k in results[0]["scores"]}
     out["at_fpr"] = at_fpr_of(ensemble, out["scores"], at_fpr)
@@ -268,8 +279,146 @@ def pool_results(ensemble, results: list[dict], at_fpr: float) -> dict:
                                                 for name, kinds in per_name.items()}
     if all("online_scan" in r for r in results):
         out.update(online_curve_at_target(ensemble, [r["online_scan"] for r in results]))
+    if all("budget" in r for r in results):
+        out["budget"] = pool_budget([r["budget"] for r in results])
     out["targets"] = check_targets(next(r for r in out["rows"] if r["name"] == "lstm-vote"), out.get("online"))
     return out
+
+
+BURN_IN_S = 86400.0     # the controller's first streamed day is not scored (it learns the site then)
+BUDGET_COUNTS = ("failures", "warned_2min", "precursor_failures", "precursor_warned_2min", "false_alarm_episodes",
+                 "node_days")
+
+
+def scored_after(warn, window_end_time, failure_nodes, failure_times, precursor, n_nodes: int, t_end: float,
+                 start: float, horizon_s: float = 900.0, gap_s: float = 600.0, min_lead_s: float = 120.0) -> dict:
+    """An online scan's warnings ``warn (nodes, steps)`` scored from ``start`` on: the failures at or
+    after it warned ``>= min_lead_s`` ahead (all, and those with a precursor), the false-alarm episodes
+    that start at or after it (:func:`~hpcguard.models.warning_eval.score_warnings`' rules), per 100
+    node-days of ``n_nodes × [start, t_end)``.
+
+    >>> import numpy as np
+    >>> w = np.zeros((2, 4), bool); w[0, 1] = w[1, 3] = True       # node 0 warns at 200 s, node 1 at 400 s
+    >>> s = scored_after(w, [100., 200., 300., 400.], [0], [500.], [True], 2, 86400.0, 150.0)
+    >>> s["warned_2min"], s["false_alarm_episodes"], round(s["false_alarms_per_100_node_days"], 2)
+    (1, 1, 50.09)
+    """
+    import numpy as np
+
+    from hpcguard.models.metrics import ratio
+    from hpcguard.models.warning_eval import score_warnings, warning_episodes
+
+    times = np.asarray(window_end_time, float)
+    fn, ft = np.asarray(failure_nodes, int), np.asarray(failure_times, float)
+    pre = np.ones(ft.size, bool) if precursor is None else np.asarray(precursor, bool)
+    node_idx, k = np.nonzero(np.asarray(warn, bool))
+    wt = times[k]
+    late = ft >= start
+    lead = np.asarray(score_warnings(node_idx, wt, fn[late], ft[late], horizon_s, gap_s,
+                                     per_failure=True)["per_failure_lead_minutes"], float)
+    early = lead >= min_lead_s / 60.0
+    false = 0
+    for node, first, last in warning_episodes(node_idx, wt, gap_s):
+        if first >= start and not ((fn == int(node)) & (ft > first) & (ft <= last + horizon_s)).any():
+            false += 1
+    node_days = n_nodes * max(t_end - start, 0.0) / 86400.0
+    p = pre[late]
+    return {"failures": int(late.sum()), "warned_2min": int(early.sum()), "warned_2min_share": ratio(int(early.sum()), int(late.sum())),
+            "precursor_failures": int(p.sum()), "precursor_warned_2min": int(early[p].sum()),
+            "precursor_warned_2min_share": ratio(int(early[p].sum()), int(p.sum())),
+            "false_alarm_episodes": false, "node_days": node_days,
+            "false_alarms_per_100_node_days": ratio(100.0 * false, node_days)}
+
+
+def hindsight_best(votes, window_end_time, failure_nodes, failure_times, precursor, n_nodes: int, t_end: float,
+                   start: float, budget: float, stop_after: int = 6, max_candidates: int = 3000) -> Optional[dict]:
+    """The fixed threshold with the most failures warned >= 2 min among those whose false-alarm episodes
+    from ``start`` on stay within ``budget`` per 100 node-days, with hindsight: the votes from ``start``
+    on, highest first (all of the top 1000 distinct, then spaced, ``max_candidates`` in all), scored
+    until the count is ``stop_after`` over the allowed one; the lowest within wins (a lower threshold
+    warns a superset; false-alarm counts are not monotone).  ``None``: none is within."""
+    import numpy as np
+
+    times = np.asarray(window_end_time, float)
+    v = np.asarray(votes, float)
+    later = v[:, times >= start]
+    x = np.unique(later[~np.isnan(later)])[::-1]
+    if x.size > max_candidates:
+        x = x[np.unique(np.concatenate([np.arange(1000), np.geomspace(1000, x.size - 1, max_candidates - 1000)
+                                        .astype(int)]))]
+    allowed = budget * n_nodes * max(t_end - start, 0.0) / 86400.0 / 100.0
+    best = None
+    for thr in x.tolist():
+        with np.errstate(invalid="ignore"):
+            s = scored_after(v >= thr, times, failure_nodes, failure_times, precursor, n_nodes, t_end, start)
+        if s["false_alarm_episodes"] <= allowed:
+            best = {"threshold": float(thr), **s}
+        elif s["false_alarm_episodes"] > allowed + stop_after:
+            break
+    return best
+
+
+def budget_report(vote_scan: dict, rec: Recorded, precursor, fixed_threshold: float, budget: float,
+                  step_s: float = GRID_S, burn_in_s: float = BURN_IN_S, controller=None) -> dict:
+    """The false-alarm budget controller (:class:`~hpcguard.models.budget.BudgetController`) run over an
+    :func:`~hpcguard.models.failure.evaluation.online_vote_scan` in event time, labels from the
+    history's failures (each node-step and warning episode learnt once its horizon has passed), beside
+    the model's fixed threshold and the hindsight-best fixed threshold within the same budget; all
+    three scored after the burn-in (:func:`scored_after`; the first day, or the first half of a
+    history shorter than two days).  ``rows``: ``fixed``, ``controller`` (its
+    thresholds after the burn-in: ``threshold`` the median, ``threshold_range``), ``hindsight-best``
+    (absent when no threshold keeps within)."""
+    import numpy as np
+
+    from hpcguard.models.budget import BudgetController, replay
+
+    v, times = vote_scan["vote"], np.asarray(vote_scan["window_end_time"], float)
+    n = v.shape[0]
+    t_end = rec.t0 + rec.values.shape[1] * GRID_S
+    burn_in_s = min(burn_in_s, 0.5 * (t_end - rec.t0))       # a history under two days: its first half
+    start = rec.t0 + burn_in_s
+    args = (times, rec.failure_nodes, rec.failure_times, precursor, n, t_end, start)
+    with np.errstate(invalid="ignore"):
+        fixed = {"name": "fixed", "threshold": float(fixed_threshold), **scored_after(v >= fixed_threshold, *args)}
+    c = controller or BudgetController(budget, initial=float(fixed_threshold), step_s=step_s)
+    run = replay(v, times, rec.failure_nodes, rec.failure_times, c, nodes=rec.nodes)
+    after = run["threshold"][times >= start]
+    ctrl = {"name": "controller", "threshold": float(np.median(after)) if after.size else float("nan"),
+            "threshold_range": [float(after.min()), float(after.max())] if after.size else None,
+            **scored_after(run["warn"], *args)}
+    rows = [fixed, ctrl]
+    best = hindsight_best(v, *args, budget=budget)
+    if best is not None:
+        rows.append({"name": "hindsight-best", **best})
+    return {"budget": float(budget), "burn_in_hours": burn_in_s / 3600.0, "histories": 1,
+            "controller": {k: getattr(c, k) for k in ("aim_share", "span", "max_recall_loss", "gain")},
+            "rows": rows}
+
+
+def pool_budget(reports: list[dict]) -> dict:
+    """Several histories' :func:`budget_report` as one: each row's counts added (each history its own
+    controller, its own hindsight-best), shares and rates recomputed.
+
+    >>> r = {"budget": 2.0, "burn_in_hours": 24.0, "histories": 1, "controller": {}, "rows": [{"name": "fixed",
+    ...      "threshold": 0.9, "failures": 4, "warned_2min": 2, "precursor_failures": 2, "precursor_warned_2min": 1,
+    ...      "false_alarm_episodes": 1, "node_days": 50.0}]}
+    >>> p = pool_budget([r, r])["rows"][0]
+    >>> p["false_alarms_per_100_node_days"], p["precursor_warned_2min_share"], p["histories"]
+    (2.0, 0.5, 2)
+    """
+    from hpcguard.models.metrics import ratio
+
+    names = [row["name"] for row in reports[0]["rows"]]
+    rows = []
+    for name in names:
+        parts = [row for rep in reports for row in rep["rows"] if row["name"] == name]
+        c = {k: sum(p[k] for p in parts) for k in BUDGET_COUNTS}
+        rows.append({"name": name, "histories": len(parts), **c,
+                     "warned_2min_share": ratio(c["warned_2min"], c["failures"]),
+                     "precursor_warned_2min_share": ratio(c["precursor_warned_2min"], c["precursor_failures"]),
+                     "false_alarms_per_100_node_days": ratio(100.0 * c["false_alarm_episodes"], c["node_days"])})
+    return {**{k: reports[0][k] for k in ("budget", "burn_in_hours", "controller")}, "histories": len(reports),
+            "rows": rows}
 
 
 def add_counts(parts: list[dict]) -> dict:

@@ -277,7 +277,9 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
     ``healthy (nodes, steps)`` marks healthy steps (``dataset.healthy_mask``); an evaluation
     counts as healthy when the last step of its history is healthy.  ``precursor`` flags
     the failures that had a precursor (scored separately); with ``family`` (one per
-    failure) ``by_family`` gives the failures warned ≥ ``min_lead_s`` ahead per family.
+    failure) ``by_family`` gives the failures warned ≥ ``min_lead_s`` ahead per family;
+    ``warned_lead_minutes`` lists those failures' leads (what the cluster simulator's
+    ``--predictor eval:`` resamples).
     Warning episodes and false alarms follow :func:`hpcguard.models.warning_eval.score_warnings`.
     """
     warn = scan["warn"]
@@ -301,7 +303,9 @@ def online_summary(scan: dict[str, np.ndarray], failure_nodes: np.ndarray, failu
                "precursor_warned_2min_share": float(early[pre].mean()) if pre.any() else float("nan"),
                "false_alarm_episodes": scores["false_alarms"], "node_days": node_days,
                "false_alarms_per_100_node_days": ratio(100.0 * scores["false_alarms"], node_days),
-               "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan")}
+               "median_lead_minutes": float(np.nanmedian(lead)) if (~np.isnan(lead)).any() else float("nan"),
+               # the lead of each failure warned >= min_lead_s ahead: the distribution ``--predictor eval:`` resamples
+               "warned_lead_minutes": sorted(float(x) for x in lead[early])}
     return {**summary, **online_intervals(summary)}
 
 

@@ -281,6 +281,7 @@ def train_on_histories(names: Sequence[str], recs: Sequence[Recorded], features:
 
     # module attributes, looked up when called: a test may watch what reaches them
     from hpcguard.models.failure import dataset, training
+    from hpcguard.models.failure.ensemble import calibrate_leads
     from hpcguard.models.features import LEARNED_FEATURE_SETS, feature_set
 
     note = progress or (lambda m: None)
@@ -350,7 +351,74 @@ def train_on_histories(names: Sequence[str], recs: Sequence[Recorded], features:
             augment=dataset.Events.concat(augment) if augment else None, progress=lambda m: note(f"training {m}"))
     except ValueError as exc:
         raise TrainingError(str(exc)) from exc
+    # the lead a warning reports: what the failures of the site's own histories that the networks never saw
+    # (the voter's period) really had
+    note("lead calibration")
+    keys, minutes = warned_leads(ensemble, recs[:own], voter_start)
+    ensemble.lead_calibration = calibrate_leads(keys, minutes)
+    period = sum(int((np.asarray(rec.failure_times) >= voter_start).sum()) for rec in recs[:own])
+    report["lead_calibration"] = lead_report(ensemble.lead_calibration, minutes, voter_start, period)
     return Trained(ensemble, report, fs.name, own, int(events.hard.sum()), families_of(recs), encoder_report)
+
+
+LEAD_HORIZON_S = 900.0    # a warning this long before a failure answers it (warning_eval.score_warnings)
+
+
+def lead_report(table: Optional[dict], minutes: Any, since: float, period_failures: int) -> dict:
+    """What the training report says of the lead calibration: the table (:func:`~hpcguard.models.failure.
+    ensemble.calibrate_leads`), the warned failures it rests on (``failures``) of the own failures from
+    ``since`` (``period_failures``), or, without a table, the lead the model keeps reporting.
+
+    >>> lead_report(None, [3.0, 4.0], 0.0, 5)["lead"]
+    'the smallest lead whose network fired: 2 warned failures cannot bound the 25 % quantile with 80 % confidence'
+    """
+    from hpcguard.models.failure.ensemble import LEAD_CONFIDENCE, LEAD_QUANTILE
+
+    said = {"period_failures": int(period_failures), "period_from": float(since),
+            "source": f"the first online warning within {LEAD_HORIZON_S / 60:g} min before each failure of the "
+                      "site's own histories in the voter's period (the networks never saw them)"}
+    if table is not None:
+        return {**table, **said, "lead": "calibrated"}
+    n = int(len(minutes))
+    return {"failures": n, **said,
+            "lead": f"the smallest lead whose network fired: {n} warned failures cannot bound the "
+                    f"{LEAD_QUANTILE * 100:g} % quantile with {LEAD_CONFIDENCE * 100:g} % confidence"}
+
+
+def warned_leads(ensemble, recs: Sequence[Recorded], since: float = float("-inf"),
+                 horizon_s: float = LEAD_HORIZON_S) -> tuple[Any, Any]:
+    """``(keys, minutes)`` of every failure at or after ``since`` that the online ensemble warned:
+    the key (``ensemble.lead_keys``: largest lead among the networks that fired) at the first
+    warning within ``horizon_s`` before the failure, and the minutes from that warning to the
+    failure, as :func:`~hpcguard.models.warning_eval.score_warnings` measures a lead.  A warning
+    at a history ending (exclusive) at step ``e`` is raised at ``t0 + e * GRID_S``, as in the online
+    scan; only the histories of the horizon are evaluated."""
+    import numpy as np
+
+    from hpcguard.models.failure.ensemble import lead_keys
+
+    keys, minutes = [], []
+    h = ensemble.history_steps
+    for rec in recs:
+        grid = GRID_S   # the grid of every loaded history
+        n_steps = rec.values.shape[1]
+        for node, ft in zip(np.asarray(rec.failure_nodes, int), np.asarray(rec.failure_times, float)):
+            if ft < since:
+                continue
+            first = max(h, int(np.ceil((ft - horizon_s - rec.t0) / grid)))
+            last = min(n_steps, int(np.ceil((ft - rec.t0) / grid)) - 1)   # raised strictly before the failure
+            if last < first:
+                continue
+            ends = np.arange(first, last + 1)
+            out = ensemble.predict_windows(np.stack([rec.values[node, e - h:e] for e in ends]))
+            hit = np.flatnonzero(out.warn)
+            if not hit.size:
+                continue
+            i = hit[0]
+            fired = out.network_probabilities[i:i + 1] > ensemble.net_threshold
+            keys.append(int(lead_keys(fired, ensemble.leads)[0]))
+            minutes.append(round((ft - (rec.t0 + ends[i] * grid)) / 60.0, 2))
+    return np.asarray(keys, int), np.asarray(minutes, float)
 
 
 def fit_front_end(features: str, names: Sequence[str], recs: Sequence[Recorded], seed: int, hard_negatives: bool,

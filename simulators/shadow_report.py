@@ -1,0 +1,132 @@
+"""Shadow mode: the worker runs on a site's own stream and applies nothing
+(``hpcguard worker --shadow``), and ``hpcguard report shadow`` says what it would have done.
+
+:func:`shadow_governor` is the worker's adapter in shadow mode: the configured dry-run adapter (the
+plan names the exact Slurm commands, with the site's ``[adapter]`` settings) behind the safety
+governor, acknowledging every action ``would_apply`` with ``adapter: shadow`` and a detail that
+starts ``shadow: would run:`` (the audit log's records carry that ack).
+
+:func:`shadow_report` reads what the worker published (predictions, actions, acks) from the broker,
+scores it against the site's failure labels (:func:`hpcguard.models.shadow.shadow_summary`) and,
+given the jobs, accounts the would-be actions in node-hours
+(:func:`hpcguard.models.savings.account_savings`, rules in ``docs/savings.md``).
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hpcguard.connectors.adapters import DryRunAdapter
+from hpcguard.models.shadow import shadow_summary
+from hpcguard.settings import Settings
+
+__all__ = ["ShadowAdapter", "shadow_governor", "shadow_report", "load_failure_labels", "sacct_jobs", "BANNER"]
+
+log = logging.getLogger("hpcguard.worker")
+BANNER = "shadow mode: nothing is applied (actions are acknowledged would_apply, with the commands they would run)"
+
+
+class ShadowAdapter(DryRunAdapter):
+    """The dry-run adapter of a shadow worker: its acks and audit records say ``shadow``.
+
+    >>> import tempfile, os
+    >>> ack = ShadowAdapter(os.path.join(tempfile.mkdtemp(), "a.jsonl")).apply(
+    ...     {"action_id": "a1", "kind": "drain", "nodes": ["n1"]})
+    >>> ack.status, ack.adapter, ack.detail.split(":")[0]
+    ('would_apply', 'shadow', 'shadow')
+    """
+
+    name = "shadow"
+
+    @classmethod
+    def of(cls, dry_run: DryRunAdapter) -> "ShadowAdapter":
+        """The same adapter (audit log, plan settings), as the shadow."""
+        shadow = cls.__new__(cls)
+        shadow.__dict__.update(dry_run.__dict__)
+        return shadow
+
+    def describe(self, kind: str, commands: list[list[str]]) -> str:
+        return "shadow: " + super().describe(kind, commands).removeprefix("dry-run: ")
+
+
+def shadow_governor(settings: Settings):
+    """The governor over the :class:`ShadowAdapter` (the worker's ``adapter``); logs the banner."""
+    from hpcguard.connectors.governor import Governor
+
+    governor = Governor.from_settings(settings, "dry-run")
+    governor.adapter = ShadowAdapter.of(governor.adapter)
+    log.info(BANNER)
+    return governor
+
+
+def load_failure_labels(path: str | Path) -> list[dict]:
+    """The failures of a ``failures.csv`` (any file name) as ``node``, ``time``, ``family`` rows."""
+    from hpcguard.connectors.recorded import load_failures
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"--failures: no such file: {p}")
+    if p.name == "failures.csv":
+        fl = load_failures(p.parent)
+    else:  # load_failures reads DIR/failures.csv
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copyfile(p, Path(tmp, "failures.csv"))
+            fl = load_failures(tmp)
+    return [{"node": str(n), "time": float(t), "family": str(fam)}
+            for n, t, fam in zip(fl["node"], fl["time"], fl["family"])]
+
+
+def sacct_jobs(path: str | Path) -> list[dict]:
+    """The jobs of one sacct dump that ran (as :func:`~hpcguard.simulators.savings_report.recorded_jobs`)."""
+    from hpcguard.connectors.sacct import read_sacct
+
+    jobs: dict[str, dict] = {}
+    for rec in read_sacct(path):
+        if isinstance(rec, dict) and rec.get("start_time") is not None and rec.get("nodes"):
+            jobs[rec["job_id"]] = {"job_id": rec["job_id"], "nodes": list(rec["nodes"]),
+                                   "start": float(rec["start_time"]),
+                                   "end": None if rec.get("end_time") is None else float(rec["end_time"])}
+    return list(jobs.values())
+
+
+def shadow_report(settings: Settings, failures: str | Path, sacct: str | Path | None = None,
+                  data: str | Path | None = None, budget: float = 2.0, timeout_ms: int = 3000) -> dict[str, Any]:
+    """What a shadow worker on ``settings.kafka`` / ``settings.topics`` published, scored.
+
+    Returns :func:`~hpcguard.models.shadow.shadow_summary`'s figures plus ``savings`` (node-hours
+    would-have-saved / spent / net with 95 % intervals and by kind; ``None`` without jobs) and
+    ``topics`` (the names read).  ``timeout_ms``: a topic is read until it is quiet that long.
+    """
+    from hpcguard.simulators.pipeline_run import read_topic
+    from hpcguard.streams.topics import TopicNames
+
+    labels = load_failure_labels(failures)
+    topics = TopicNames.from_settings(settings.topics)
+    k = settings.kafka
+    predictions = [p for p, _ in read_topic(k, topics.predictions, timeout_ms)]
+    actions = [a for a, _ in read_topic(k, topics.actions, timeout_ms)]
+    acks = [a for a, _ in read_topic(k, topics.acks, timeout_ms)]
+    horizon_s = 60.0 * settings.policy.quiet_minutes
+    summary = shadow_summary(predictions, actions, acks, labels, grid_s=settings.worker.grid_s, budget=budget)
+    summary["topics"] = {"predictions": topics.predictions, "actions": topics.actions, "acks": topics.acks}
+    summary["savings"] = None
+    jobs = sacct_jobs(sacct) if sacct else None
+    if jobs is None and data:
+        from hpcguard.simulators.savings_report import recorded_jobs
+
+        jobs = recorded_jobs(data)
+    if jobs is not None:
+        if not jobs:
+            raise ValueError(f"no job that ran in {sacct or Path(data, 'slurm')}: savings are counted against jobs")
+        from hpcguard.models.savings import account_savings
+        inside = [{k2: v for k2, v in f.items() if k2 != "lead_minutes"} for f in summary["failure_rows"]]
+        s = account_savings(jobs, inside, actions, horizon_s=horizon_s, node_days=summary["node_days"] or None)
+        summary["savings"] = {"saved": s["saved"], "spent": s["spent"], "net": s["net"], "ci95": s["ci95"],
+                              "without_node_hours_lost": s["without_node_hours_lost"],
+                              "net_per_1000_node_days": s["net_per_1000_node_days"], "by_kind": s["by_kind"],
+                              "protected": s["protected"], "false_alarm_actions": len(s["false_alarm_actions"]),
+                              "jobs": len(jobs), "horizon_s": horizon_s}
+    return summary
