@@ -18,7 +18,7 @@ RUN, SERVICES = "Run", "Kafka and sinks"
 def demo(
     nodes: int = o.opt(32, "--nodes", metavar="N", help="Simulated nodes."),
     hours: float = o.opt(2.0, "--hours", metavar="H", help="Simulated hours."),
-    seed: int = o.opt(7, "--seed", metavar="N", help="Random seed."),
+    seed: int = o.opt(19, "--seed", metavar="N", help="Random seed."),
     bootstrap: Optional[str] = o.opt(None, "--bootstrap", "-b", panel=SERVICES, metavar="HOST:PORT",
                                      help="Kafka instead of the embedded one."),
     model: Optional[str] = o.opt(None, "--model", metavar="DIR", help="A model instead of training one."),

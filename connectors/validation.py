@@ -546,7 +546,9 @@ _SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
         "job_id": (_F_JOB_ID, False), "nodes": (_c(_nodes), False), "detail": (_F_LONG_TEXT, False),
         "output": (_F_LONG_TEXT, False), "v": (_F_VERSION, False)},
     # ``internal.cluster`` (streams/cluster_view.py): a node's first sample time, or its warning episode; checked
-    # as ``ClusterUpdate``, which is one of these two by its fields
+    # as ``ClusterUpdate``, which is one of these three by its fields
+    "SpareClaim": {"node": (_F_NODE_ID, True), "claimed_from": (_F_TIME, True), "claimed_until": (_F_DEADLINE, True),
+                   "v": (_F_VERSION, False)},
     "NodeFirstSeen": {"node": (_F_NODE_ID, True), "first": (_F_TIME, True), "v": (_F_VERSION, False)},
     "WarningEpisode": {"node": (_F_NODE_ID, True), "first_warn": (_F_TIME, True), "last_warn": (_F_TIME, True),
                        "v": (_F_VERSION, False)},
@@ -568,7 +570,7 @@ def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = N
     ``kind`` is a canonical record name (``NodeSample``, ``NodeSamples`` — a batch whose
     items the caller checks as ``NodeSample`` —, ``JobEvent``, ``ProbeResult``,
     ``NodePrediction``, ``Action``, ``ActionAck``, ``ClusterUpdate`` — an ``internal.cluster``
-    record, ``NodeFirstSeen`` or ``WarningEpisode``) or a raw input (``ipmi`` / ``slurm``
+    record, ``NodeFirstSeen``, ``WarningEpisode`` or ``SpareClaim``) or a raw input (``ipmi`` / ``slurm``
     envelope, ``ldms`` row).  Checks types, finite and bounded values, times (not before
     ``limits.epoch``, at most ``limits.max_skew_s`` ahead of ``now``, the wall clock by
     default) and ids with the adapter's rules; unknown fields are refused.  Raises
@@ -586,7 +588,8 @@ def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = N
     if data.get("event") == PROGRESS and kind in _PROGRESS_KINDS:
         kind = _PROGRESS_KINDS[kind]
     elif kind == "ClusterUpdate":
-        kind = "NodeFirstSeen" if "first" in data else "WarningEpisode"
+        kind = ("NodeFirstSeen" if "first" in data else "SpareClaim" if "claimed_from" in data
+                else "WarningEpisode")
     return _check_schema(kind, data, limits, now)
 
 

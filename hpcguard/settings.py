@@ -132,6 +132,7 @@ class PolicySettings:
     ckpt_cost_h: float = 0.1  # checkpoint cost for periodic plans
     system_nodes: int = 0  # nodes of the machine for MTBF scaling (0 = nodes seen)
     quiet_minutes: float = 10.0  # a node's warning episode ends after this long without warnings
+    hot_spares: str = ""  # hostlist of nodes the batch scheduler never uses (a Slurm reservation): spare for migrations
 
 
 @dataclass

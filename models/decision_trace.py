@@ -27,7 +27,7 @@ import numpy as np
 
 from hpcguard.models.actions import action_id
 from hpcguard.models.jobs import JobTimeline
-from hpcguard.models.policy import spare_pool_at
+from hpcguard.models.policy import migration_claim, spare_pool_at
 
 __all__ = ["episode_starts", "decide_trace", "trigger"]
 
@@ -56,13 +56,14 @@ def episode_starts(times: Sequence[float], warn: Sequence[bool], quiet_s: float)
 
 def decide_trace(predictions: Iterable[Mapping[str, Any]], job_events: Iterable[Mapping[str, Any]],
                  nodes: Iterable[str], policy: Callable[[dict, dict | None, list, Any], list[dict]],
-                 predictor: Any = None, quiet_s: float = 600.0) -> list[dict]:
+                 predictor: Any = None, quiet_s: float = 600.0, hot_spares: Iterable[str] = ()) -> list[dict]:
     """Actions (with ``action_id``) for a whole recorded run, in sample-time order.
 
     ``predictions`` are ``NodePrediction``-shaped dicts (``node``, ``sample_time``,
     ``warn``, ``lead_minutes``, ``failure_probability``, ``model``); ``policy`` is the
     agent's ``policy(prediction, job, spare, predictor)`` (``streams.decisions.policy_for``).
-    Nodes warned at a decision are those with an active episode at its sample time.
+    Nodes warned at a decision are those with an active episode at its sample time;
+    ``hot_spares`` as in :func:`~hpcguard.models.policy.spare_pool_at`.
     """
     timeline = JobTimeline().extend(job_events)
     all_nodes = sorted({str(n) for n in nodes})
@@ -81,11 +82,17 @@ def decide_trace(predictions: Iterable[Mapping[str, Any]], job_events: Iterable[
             episodes.append((t[i], node, ps[i], t[i + warned[-1]] + quiet_s))
     episodes.sort(key=lambda e: (e[0], e[1]))
     actions = []
+    claims: list[dict] = []  # spares taken by the migrations decided so far
     for t, node, p, _ in episodes:
         warned = {n for (s, n, _, end) in episodes if s <= t <= end}
-        spare = spare_pool_at(timeline, all_nodes + [node], warned, t)
-        decided = policy(dict(p), timeline.job_at(node, t), spare, predictor)
+        warned |= {c["node"] for c in claims if c["claimed_from"] <= t < c["claimed_until"]}
+        spare = spare_pool_at(timeline, all_nodes + [node], warned, t, hot_spares)
+        job = timeline.job_at(node, t)
+        decided = policy(dict(p), job, spare, predictor)
         for a in decided:
+            claim = migration_claim(a, spare, job, t)
+            if claim is not None:
+                claims.append(claim)
             a = {"source": p["model"], "deadline": t + 60.0 * float(p["lead_minutes"]),
                  **{k: v for k, v in a.items() if v is not None or k == "job_id"}}
             a["action_id"] = action_id(a["kind"], a.get("job_id"), a.get("nodes", []), trigger(p["model"], node, t))

@@ -53,12 +53,13 @@ sample at 3.0 is behind the node's watermark (steps before 30.0 are closed)
 [30.0]
 >>> delta = g.take_delta()
 >>> {k: v and sorted(v) for k, v in delta["steps"].items()}     # step 0 left the kept history
-{'0': None, '2': ['closed'], '3': ['open', 'polls']}
+{'0': None, '2': ['closed'], '3': ['keys', 'open', 'polls']}
 >>> bool(np.array_equal(copy.apply_delta(delta).window(30.0), g.window(30.0), equal_nan=True))
 True
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Collection, Mapping
 
@@ -232,6 +233,10 @@ class NodeGrid:
         self.steps_closed = 0
         self.present = np.zeros(self._n)  # per sensor: closed steps with a value (coverage)
         self._changed: set[int] = set()  # steps opened, updated, closed or dropped since the last take_delta
+        # open step -> digests of the samples it holds: a record the broker stored twice (a producer's retry
+        # after a broker crash writes it again at a new offset) must not count twice in the step's mean
+        self._keys: dict[int, set[str]] = {}
+        self.duplicate_samples = 0
 
     # -- ingest ---------------------------------------------------------------------
     def add(self, time: float, values: Mapping[str, float], last_value: bool, source: str = "",
@@ -247,13 +252,20 @@ class NodeGrid:
             self.late_samples += 1
             raise LateSample(f"sample at {time} is behind the node's watermark "
                              f"(steps before {self._closed_until} are closed)")
+        idx = [self._index[k] for k, v in values.items() if k in self._index and v is not None and math.isfinite(v)]
+        if idx:
+            vals = np.array([float(values[self.sensors[i]]) for i in idx])
+            key = _sample_key(source, time, idx, vals)
+            held = self._keys.setdefault(step, set())
+            if key in held:
+                self.duplicate_samples += 1
+                return []  # the same sample again: nothing changes, nothing closes
+            held.add(key)
         acc = self._open.get(step)
         if acc is None:
             acc = self._open[step] = np.array([np.zeros(self._n), np.zeros(self._n), np.full(self._n, np.nan)])
-        idx = [self._index[k] for k, v in values.items() if k in self._index and v is not None and math.isfinite(v)]
         self._changed.add(step)
         if idx:
-            vals = np.array([float(values[self.sensors[i]]) for i in idx])
             if last_value:
                 row = np.full(self._n, np.nan)
                 row[idx] = vals
@@ -295,6 +307,7 @@ class NodeGrid:
         due = _before(self._open, first, end)
         for s in due:
             sums, counts, last = self._open.pop(s)
+            self._keys.pop(s, None)
             with np.errstate(invalid="ignore", divide="ignore"):
                 row = np.where(np.isnan(last), np.where(counts > 0, sums / counts, np.nan), last)
             self._closed[s] = row
@@ -388,11 +401,13 @@ class NodeGrid:
         """Plain-dict state (JSON-safe); processing-time idleness restarts on load."""
         return {"open": {str(k): v.tolist() for k, v in self._open.items()},
                 "polls": {str(k): _polls_state(v) for k, v in self._polls.items()},
+                "keys": {str(k): sorted(v) for k, v in self._keys.items() if v},
                 "closed": {str(k): v.tolist() for k, v in self._closed.items()}, **self._header()}
 
     def load_state(self, state: Mapping) -> "NodeGrid":
         self._open = {int(k): np.array(v, dtype=float) for k, v in state.get("open", {}).items()}
         self._polls = {int(k): _polls_of(v, self._n) for k, v in state.get("polls", {}).items()}
+        self._keys = {int(k): set(v) for k, v in state.get("keys", {}).items()}
         self._closed = {int(k): np.array(v, dtype=float) for k, v in state.get("closed", {}).items()}
         self._load_header(state)
         self._seen = {}
@@ -410,6 +425,8 @@ class NodeGrid:
                 if row is not None else None
             if s in self._polls:
                 steps[str(s)]["polls"] = _polls_state(self._polls[s])
+            if acc is not None and self._keys.get(s):
+                steps[str(s)]["keys"] = sorted(self._keys[s])
         self._changed = set()
         return {**self._header(), "steps": steps}
 
@@ -420,14 +437,23 @@ class NodeGrid:
             self._open.pop(s, None)
             self._closed.pop(s, None)
             self._polls.pop(s, None)
+            self._keys.pop(s, None)
             if value is not None and "open" in value:
                 self._open[s] = np.array(value["open"], dtype=float)
+                if value.get("keys"):
+                    self._keys[s] = set(value["keys"])
                 if value.get("polls"):
                     self._polls[s] = _polls_of(value["polls"], self._n)
             elif value is not None:
                 self._closed[s] = np.array(value["closed"], dtype=float)
         self._load_header(delta)
         return self
+
+
+def _sample_key(source: str, time: float, idx: list[int], vals: np.ndarray) -> str:
+    """A sample's digest: its source, time, sensors and values (an exact copy has the same one)."""
+    raw = f"{source}|{time!r}|{idx}|".encode() + vals.tobytes()
+    return hashlib.blake2b(raw, digest_size=8).hexdigest()
 
 
 def _before(steps: Mapping[int, object], first: int | None, end: int) -> list[int]:

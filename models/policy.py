@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 from hpcguard.models.actions import action_id  # re-exported: ids of the actions decided here
 
-__all__ = ["action_id", "SiteCosts", "SUMMIT", "job_memory_gb", "break_even", "Decision", "DecisionPolicy", "spare_pool_at", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
+__all__ = ["action_id", "SiteCosts", "SUMMIT", "job_memory_gb", "break_even", "Decision", "DecisionPolicy", "spare_pool_at", "migration_claim", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
            "decide_many", "checkpoint_recommendation", "BRANCHES"]
 
 #: branch names of Fig. 4.2 as they appear in action reasons
@@ -417,12 +417,14 @@ class DecisionPolicy:
         return actions
 
 
-def spare_pool_at(timeline, nodes, warned, t: float) -> list[str]:
+def spare_pool_at(timeline, nodes, warned, t: float, hot_spares=()) -> list[str]:
     """FARS's spare pool at event time ``t`` from a job timeline (:class:`hpcguard.models.jobs.JobTimeline`).
 
     Idle nodes are ``nodes`` with no job running at ``t``; the queue head is the first job
     queued at ``t``; running jobs free their nodes at ``start_time + time_limit_s`` (jobs
     without a limit never do, for the reservation). ``warned`` nodes are excluded.
+    ``hot_spares`` (nodes the batch scheduler never uses, e.g. a Slurm reservation for
+    migrations) are spare whenever they are idle and not warned: no queued job can take them.
 
     >>> from hpcguard.models.jobs import JobTimeline
     >>> tl = JobTimeline().extend([
@@ -432,17 +434,39 @@ def spare_pool_at(timeline, nodes, warned, t: float) -> list[str]:
     []
     >>> spare_pool_at(tl, ["n1", "n2", "n3", "n4", "n5"], {"n4"}, 20.0)
     ['n5']
+    >>> spare_pool_at(tl, ["n1", "n2", "n3", "n4", "n5"], {"n4"}, 20.0, hot_spares=["n5"])   # held for migrations
+    ['n5']
     """
     from hpcguard.models.fars import spare_pool
 
+    hot = set(hot_spares)
     idle = timeline.idle_nodes_at(nodes, t)
+    held = sorted((set(idle) & hot) - set(warned))
+    idle = [n for n in idle if n not in hot]
     queue = timeline.queued_at(t)
     head_size, releases = 0, []
     if queue:
         head_size = int(queue[0].get("num_nodes") or 1)
         releases = [(float(j["start_time"]) + float(j["time_limit_s"]), len(j["nodes"]))
                     for j in timeline.running_at(t) if j.get("time_limit_s")]
-    return spare_pool(idle, warned, head_size, releases)
+    return held + spare_pool(idle, warned, head_size, releases)
+
+
+def migration_claim(action: dict, spare: list[str], job: dict | None, t: float) -> dict | None:
+    """The spare node a ``migrate`` action takes (the first of the pool) and until when: the job's time limit
+    (a day when it has none). Names the target in the action's reason. ``None`` for other actions.
+
+    >>> a = {"kind": "migrate", "job_id": "7", "nodes": ["n1"], "reason": {}}
+    >>> migration_claim(a, ["n9"], {"start_time": 0.0, "time_limit_s": 3600}, 600.0), a["reason"]["spare"]
+    ({'node': 'n9', 'claimed_from': 600.0, 'claimed_until': 3600.0, 'v': 1}, 'n9')
+    """
+    if action.get("kind") != "migrate" or not isinstance(spare, (list, tuple)) or not spare:
+        return None  # a pool given only by its size (the cluster simulator) names no node
+    target = spare[0]
+    action.setdefault("reason", {})["spare"] = target
+    limit = (job or {}).get("time_limit_s")
+    until = float(job["start_time"]) + float(limit) if job and limit and job.get("start_time") is not None else t + 86400.0
+    return {"node": target, "claimed_from": float(t), "claimed_until": max(until, float(t) + 1.0), "v": 1}
 
 
 def checkpoint_recommendation(job: dict, mtbf_h: float, ckpt_cost_h: float, shape: float | None = None,

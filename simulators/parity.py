@@ -75,7 +75,7 @@ def offline_decisions(data_dir: str, model_dir: str, settings: Settings,
     ``predictions`` of an earlier call on the same files and model skip the scan (another policy)."""
     from hpcguard.connectors.recorded import load_sensor_grid
     from hpcguard.models.decision_trace import decide_trace
-    from hpcguard.streams.decisions import policy_for
+    from hpcguard.streams.decisions import hot_spares, policy_for
     from hpcguard.streams.predictors import load_predictor
 
     predictor = load_predictor(model_dir)
@@ -86,7 +86,7 @@ def offline_decisions(data_dir: str, model_dir: str, settings: Settings,
     preds = predictions if predictions is not None else offline_predictions(
         grid.values, grid.t0, grid.grid_s, list(grid.nodes), predictor, int(round(w.window_minutes * 60 / w.grid_s)))
     actions = decide_trace(preds, load_job_events(data_dir), grid.nodes, policy_for(settings), predictor,
-                           quiet_s=60.0 * settings.policy.quiet_minutes)
+                           quiet_s=60.0 * settings.policy.quiet_minutes, hot_spares=hot_spares(settings))
     return {"predictions": preds, "actions": actions}
 
 

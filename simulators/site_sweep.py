@@ -335,6 +335,64 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
     return row
 
 
+def summarise_families(rows: Sequence[dict]) -> list[dict]:
+    """Recall per precursor family over the sites (issue 57 item 4): a blind spot is a row, not an average.
+
+    Pools each family's failures warned ≥ 2 min ahead (the online scan over each site's whole
+    test window) with a Wilson 95 % interval; ``in_prior`` says whether the family is one of the
+    project's built-in families (the simulated prior holds those), ``sites`` how many sites drew
+    it and ``site_shares`` their own recall.  ``sudden`` failures (no precursor) are left out.
+
+    >>> rows = [{"description": {"families": [{"name": "fan", "builtin": True}, {"name": "nic_flap"}]},
+    ...          "by_family": {"fan": {"failures": 4, "caught": 3}, "nic_flap": {"failures": 2, "caught": 0},
+    ...                        "sudden": {"failures": 3, "caught": 0}}}]
+    >>> [(f["family"], f["in_prior"], f["caught"], f["failures"]) for f in summarise_families(rows)]
+    [('nic_flap', False, 0, 2), ('fan', True, 3, 4)]
+    """
+    from hpcguard.models.metrics import wilson_interval
+
+    pooled: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r.get("error") or not r.get("by_family"):
+            continue
+        builtin = {f["name"]: bool(f.get("builtin")) for f in r["description"]["families"]}
+        for name, c in r["by_family"].items():
+            if name == "sudden" or not c.get("failures"):
+                continue
+            f = pooled.setdefault(name, {"family": name, "in_prior": False, "sites": 0, "failures": 0, "caught": 0,
+                                         "site_shares": []})
+            f["in_prior"] |= builtin.get(name, False)
+            f["sites"] += 1
+            f["failures"] += int(c["failures"])
+            f["caught"] += int(c["caught"])
+            f["site_shares"].append(round(c["caught"] / c["failures"], 3))
+    out = []
+    for f in pooled.values():
+        f["share"] = f["caught"] / f["failures"]
+        f["ci95"] = list(wilson_interval(f["caught"], f["failures"]))
+        out.append(f)
+    return sorted(out, key=lambda f: (f["share"], f["family"]))
+
+
+def family_lines(families: Sequence[dict]) -> list[str]:
+    """The per-family table of :func:`summarise_families` (markdown lines), lowest recall first."""
+    if not families:
+        return []
+    lines = ["Recall per precursor family (failures warned ≥ 2 min ahead, pooled over the sites that drew it, "
+             "whole test window; Wilson 95 %; in prior: a built-in family the simulated prior holds):", "",
+             "| family | in prior | sites | warned / failures | recall (95 %) |", "|---|---|---|---|---|"]
+    for f in families:
+        lo, hi = f["ci95"]
+        lines.append(f"| {f['family']} | {'yes' if f['in_prior'] else 'no'} | {f['sites']} | "
+                     f"{f['caught']}/{f['failures']} | {_pct(f['share'])} ({_pct(lo)}–{_pct(hi)}) |")
+    for prior, label in ((False, "absent from the prior"), (True, "in the prior")):
+        part = [f for f in families if f["in_prior"] is prior]
+        if part:
+            k, n = sum(f["caught"] for f in part), sum(f["failures"] for f in part)
+            lines.append(f"| **families {label}** | | | {k}/{n} | {_pct(k / n)} |")
+    return lines
+
+
 # --------------------------------------------------------------------------- the sweep
 def run_site_sweep(sites: int = 20, seed: int = 1, *, nodes: int = 64, train_hours: float = 48.0,
                    test_hours: float = 48.0, false_alarms: float = 2.0, out: Optional[str] = None, stride: int = 1,
@@ -381,6 +439,7 @@ def run_site_sweep(sites: int = 20, seed: int = 1, *, nodes: int = 64, train_hou
             result["summary_controller"] = summarise_sites(rows, false_alarms, key="controller")
         if budget_controller and false_alarms > 0:
             result["summary_budget"] = summarise_budget(rows, false_alarms)
+        result["summary_families"] = summarise_families(rows)
         if out:
             (work / "report.json").write_text(json.dumps(jsonable(result), indent=2))
             (work / "report.md").write_text(sweep_markdown(result))
@@ -487,6 +546,8 @@ def sweep_markdown(result: dict) -> str:
         lines += [""] + summary_lines(result["summary_controller"], "controller")
     if result.get("summary_budget"):
         lines += [""] + budget_lines(result)
+    if result.get("summary_families"):
+        lines += [""] + family_lines(result["summary_families"])
     lines += ["", "| site | vendors | families (sudden) | look-alikes | test failures (precursor) | precursor warned "
               "≥ 2 min | false alarms (node-days) | per 100 node-days | within | hindsight at budget | families "
               "seen in training |", "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -182,6 +182,8 @@ class TelemetryParams:
         look-alikes, hardware generations, missing polls, BMC outages).
     io_slowdown : optional per-second factor ``>= 1`` (length ``ceil(hours·3600)``
         rounded up to 15 s) dividing every node's Lustre rates (PFS degradation hook).
+    hot_spares : the last this many nodes are held out of the batch scheduler (a Slurm
+        reservation for migrations); listed in ``meta.json`` as ``hot_spares``.
     """
 
     start: float = DEFAULT_START
@@ -207,6 +209,7 @@ class TelemetryParams:
     first_job_id: int = 4001
     site: Optional[SiteParams] = None
     io_slowdown: Optional[np.ndarray] = field(default=None, repr=False)
+    hot_spares: int = 0
 
     def validate(self, nodes: int, hours: float) -> None:
         """Raise ``ValueError`` with a clear message for impossible settings."""
@@ -222,6 +225,7 @@ class TelemetryParams:
             (0 <= self.precursor_fraction <= 1, f"precursor_fraction must be in [0, 1] (got {self.precursor_fraction})"),
             (self.anomaly_rate >= 0, f"anomaly_rate must be >= 0 (got {self.anomaly_rate})"),
             (0 < self.utilization <= 1, f"utilization must be in (0, 1] (got {self.utilization})"),
+            (0 <= self.hot_spares < nodes, f"hot_spares must be in [0, nodes) (got {self.hot_spares})"),
             (0 < self.precursor_lead_minutes[0] <= self.precursor_lead_minutes[1],
              f"precursor_lead_minutes must be 0 < low <= high (got {self.precursor_lead_minutes})"),
             (0 < self.precursor_strength[0] <= self.precursor_strength[1] <= 1.5,
@@ -403,6 +407,7 @@ class Telemetry:
             "hardware": dict(zip(self.nodes, self.hardware)),
             "generations": {g: _generation_info(g) for g in gens},
             "racks": dict(zip(self.nodes, self.racks)),
+            **({"hot_spares": self.nodes[len(self.nodes) - self.params.hot_spares:]} if self.params.hot_spares else {}),
             "bmc_outages": [{**o, "start": self.start + o["start"], "end": self.start + o["end"],
                              "node": self.nodes[o["node"]]} for o in self.bmc_outages],
             **({"ldms_outages": [{**o, "start": self.start + o["start"], "end": self.start + o["end"],
@@ -482,6 +487,7 @@ def expected_failures(n_nodes: int, duration_s: float, mtbf_s: float, repair_s: 
 # --------------------------------------------------------------------------- jobs
 def _generate_jobs(rng: np.random.Generator, n_nodes: int, t_from: float, t_to: float,
                    p: TelemetryParams) -> dict[str, np.ndarray]:
+    n_nodes -= p.hot_spares  # the scheduler's nodes: the hot spares take no batch job
     sizes_p = np.where(_SIZES <= n_nodes, _SIZE_P, 0.0)
     sizes_p /= sizes_p.sum()
     mu = np.log(p.runtime_median_minutes * 60.0)
@@ -518,8 +524,9 @@ def _generate_jobs(rng: np.random.Generator, n_nodes: int, t_from: float, t_to: 
 
 
 def _schedule_jobs(jobs: dict[str, np.ndarray], sched: dict[str, np.ndarray], n_nodes: int,
-                   t_end: float) -> tuple[dict[str, np.ndarray], dict[int, int]]:
-    """First-fit FCFS event simulation; returns the job table and ``failure index -> job row``."""
+                   t_end: float, hot_spares: int = 0) -> tuple[dict[str, np.ndarray], dict[int, int]]:
+    """First-fit FCFS event simulation; returns the job table and ``failure index -> job row``.
+    The last ``hot_spares`` nodes never take a job."""
     m = jobs["submit"].size
     start = np.full(m, np.nan)
     end = np.full(m, np.nan)
@@ -556,6 +563,7 @@ def _schedule_jobs(jobs: dict[str, np.ndarray], sched: dict[str, np.ndarray], n_
             queue.append(x)
         # first-fit in submit order
         free = up & (running < 0)
+        free[n_nodes - hot_spares:] = False
         for q in list(queue):
             k = int(jobs["num_nodes"][q])
             if free.sum() >= k:
@@ -1206,7 +1214,7 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     sched = failure_schedule(rng, N, dur, p.mtbf_hours * 3600.0, p.weibull_shape,
                              (p.repair_minutes[0] * 60.0, p.repair_minutes[1] * 60.0))
     warm = -p.warmup_hours * 3600.0
-    jobs, fail_job = _schedule_jobs(_generate_jobs(rng, N, warm, dur, p), sched, N, dur)
+    jobs, fail_job = _schedule_jobs(_generate_jobs(rng, N, warm, dur, p), sched, N, dur, p.hot_spares)
     if site is None:
         anomalies = _place_anomalies(rng, sched, N, dur, p)
     else:

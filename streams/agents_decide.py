@@ -21,8 +21,9 @@ from __future__ import annotations
 import faust
 
 from hpcguard.models.actions import action_id
-from hpcguard.models.policy import spare_pool_at
+from hpcguard.models.policy import migration_claim, spare_pool_at
 from hpcguard.streams import metrics
+from hpcguard.streams.decisions import hot_spares, policy_for
 from hpcguard.streams.output_log import OutputLog, deliver
 from hpcguard.streams.topics import out
 
@@ -50,10 +51,9 @@ def register(app: faust.App) -> None:
     outputs = OutputLog(app, warnings, hpc.names.actions)
     published: set[str] = set()  # action ids read back after a restart: not published again
     if pipe.policy is None:
-        from hpcguard.streams.decisions import policy_for
-
         pipe.policy = policy_for(hpc.settings)
     quiet_s = 60.0 * hpc.settings.policy.quiet_minutes
+    held = hot_spares(hpc.settings)  # nodes no batch job takes: spare for migrations whenever idle
 
     @app.on_partitions_revoked.connect
     async def forget(sender, revoked, **kwargs) -> None:
@@ -101,8 +101,13 @@ def register(app: faust.App) -> None:
                     t = p.get("sample_time") or p["time"]
                     joined = await hpc.job_wait.until(t)
                     job = view.timeline.job_at(p["node"], t)
-                    spare = spare_pool_at(view.timeline, view.nodes_at(t), view.warned_at(t, quiet_s), t)
+                    busy = view.warned_at(t, quiet_s) | view.claimed_at(t)
+                    spare = spare_pool_at(view.timeline, view.nodes_at(t), busy, t, held)
                     for a in pipe.policy(p, job, spare, pipe.predictor):
+                        claim = migration_claim(a, spare, job, t)
+                        if claim is not None:  # the spare is the migrated job's until it ends: no other job's
+                            view.apply_cluster(claim)
+                            door.publish(cluster_topic, claim["node"], claim)
                         a = {"source": p["model"], "deadline": t + 60 * p["lead_minutes"],
                              **{k: v for k, v in a.items() if v is not None or k == "job_id"}}
                         if not joined:

@@ -177,8 +177,11 @@ def register(app: faust.App) -> None:
             first = {"node": node, "first": sample["time"], "v": 1}
             hpc.cluster.apply_cluster(first)
             door.publish(cluster_topic, node, first)
+        copies = grid.duplicate_samples
         closed = grid.add(sample["time"], sample["values"], last_value=sample["source"] == "ipmi",
                           source=sample["source"], now=now, hold=hold)
+        if grid.duplicate_samples > copies:  # the broker stored it twice (a retried produce): counted once
+            metrics.DUPLICATE_SAMPLES.labels(source).inc()
         return ready(node, closed, sample.get("ingest_time") or ev.message.timestamp)
 
     @app.timer(1.0, name="idle-sources")

@@ -62,6 +62,7 @@ class ClusterView:
         self.timeline = JobTimeline()
         self.first_seen: dict[str, float] = {}
         self.episodes: dict[str, dict[str, float]] = {}
+        self.claims: dict[str, set[tuple[float, float]]] = {}  # spare node → (from, until) of migrations onto it
         self.pending: dict[str, dict[str, Any]] = {}  # node → its updates from the topic, until the node is known
         self._local: set[str] = set()  # nodes this worker's own agents wrote about
         self._clocks: dict[int, float] = {}  # jobs partition -> newest event time
@@ -77,8 +78,8 @@ class ClusterView:
                     self._release(node)
 
     def apply_cluster(self, record: Mapping[str, Any], shared: bool = False) -> None:
-        """A record of ``internal.cluster``: ``{"node", "first"}`` or ``{"node", "first_warn", "last_warn"}``,
-        checked at the door.
+        """A record of ``internal.cluster``: ``{"node", "first"}``, ``{"node", "first_warn", "last_warn"}`` or
+        ``{"node", "claimed_from", "claimed_until"}`` (a migration's spare), checked at the door.
 
         ``shared``: read from the topic rather than written by this worker's own agents; about a node not
         known yet it waits in :attr:`pending` (raises ``ValidationError`` ``unknown_node`` when that is full).
@@ -99,13 +100,25 @@ class ClusterView:
             # why merged: one pending entry per node, whatever number of records names it
             if "first" in record:
                 held["first"] = min(held["first"] if held["first"] is not None else math.inf, float(record["first"]))
+            elif "claimed_from" in record:
+                held.setdefault("claims", set()).add((float(record["claimed_from"]), float(record["claimed_until"])))
             else:
                 held["episode"] = _later(held["episode"], record)
             return
         if "first" in record:
             self.first_seen[node] = min(self.first_seen.get(node, math.inf), float(record["first"]))
+        elif "claimed_from" in record:
+            self.claim(node, float(record["claimed_from"]), float(record["claimed_until"]))
         else:
             self.episodes[node] = _later(self.episodes.get(node), record)
+
+    def claim(self, node: str, start: float, until: float) -> None:
+        """A spare node taken by a migration from ``start`` to ``until`` (idempotent: intervals are a set)."""
+        claims = self.claims.setdefault(node, set())
+        claims.add((start, until))
+        if len(claims) > 64:  # why bounded: a spare's old claims only matter while their job can still run
+            for old in sorted(claims)[:-64]:
+                claims.discard(old)
 
     def knows(self, node: str) -> bool:
         """Whether updates about ``node`` count: a configured inventory, this worker's own agents or a job
@@ -119,6 +132,8 @@ class ClusterView:
             self.first_seen[node] = min(self.first_seen.get(node, math.inf), held["first"])
         if held["episode"] is not None:
             self.episodes[node] = _later(self.episodes.get(node), held["episode"])
+        for start, until in held.get("claims", ()):
+            self.claim(node, start, until)
 
     # -- queries --------------------------------------------------------------------
     def job_watermark(self) -> float:
@@ -137,6 +152,10 @@ class ClusterView:
     def warned_at(self, t: float, quiet_s: float) -> set[str]:
         """Nodes inside a warning episode at ``t``."""
         return {n for n, e in self.episodes.items() if e["first_warn"] <= t <= e["last_warn"] + quiet_s}
+
+    def claimed_at(self, t: float) -> set[str]:
+        """Spare nodes a migration holds at ``t``."""
+        return {n for n, c in self.claims.items() if any(a <= t < b for a, b in c)}
 
     # -- the broadcast reader -------------------------------------------------------
     def receive(self, raw: bytes, partition: int, check, job: bool = False) -> bool:

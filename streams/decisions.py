@@ -48,6 +48,13 @@ def policy_for(settings: Settings) -> Callable[[dict, dict | None, Any, Any], li
     return policy
 
 
+def hot_spares(settings: Settings) -> list[str]:
+    """The site's hot spares (``policy.hot_spares``, a Slurm hostlist): nodes no batch job takes."""
+    from hpcguard.connectors.hostlist import expand_hostlist
+
+    return expand_hostlist(settings.policy.hot_spares) if settings.policy.hot_spares.strip() else []
+
+
 def plan_for(settings: Settings) -> Callable[[dict, int], dict]:
     """``plan(job, system_nodes) -> periodic checkpoint plan`` published at job start."""
     p = settings.policy

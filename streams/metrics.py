@@ -17,6 +17,9 @@ RECORDS_OUT = Counter("hpcguard_records_out_total", "Records published, per topi
 SAMPLES_OUT = Counter("hpcguard_samples_out_total", "Canonical samples published, per topic (each sample of a "
                       "NodeSamples batch counts: unlike records, the count does not depend on how inputs were batched)",
                       ["topic"], registry=REGISTRY)
+DUPLICATE_SAMPLES = Counter("hpcguard_duplicate_samples_total", "Samples already in their node's open step "
+                            "(a record the broker stored twice, e.g. a producer's retry after a broker crash): "
+                            "counted once, per topic", ["topic"], registry=REGISTRY)
 DEAD_LETTERS = Counter("hpcguard_dead_letters_total", "Rejected inputs, per source and error kind",
                        ["source", "error_kind"], registry=REGISTRY)
 CONSUMER_LAG = Gauge("hpcguard_consumer_lag", "Consumer lag in records, per topic and partition",

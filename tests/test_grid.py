@@ -34,6 +34,24 @@ def test_lateness_keeps_step_open_and_late_samples_after_close_raise():
     assert g.window(0.0)[-1, 0] == 9.0 and g.late_samples == 1
 
 
+def test_a_sample_the_broker_stored_twice_counts_once_across_a_restart():
+    # a producer's retry after a broker crash writes a record again at a new offset: same source, time, values
+    g = NodeGrid(grid_s=15, window_steps=2, lateness_s=0)
+    g.add(3, {"load_1min": 1.0}, last_value=False, source="os")
+    g.add(3, {"load_1min": 1.0}, last_value=False, source="os")
+    g.add(3, {"mem_used": 0.5}, last_value=False, source="os")  # another schema at the same time: kept
+    restored = NodeGrid(grid_s=15, window_steps=2, lateness_s=0).load_state(json.loads(json.dumps(g.to_state())))
+    delta = NodeGrid(grid_s=15, window_steps=2, lateness_s=0).apply_delta(json.loads(json.dumps(g.take_delta())))
+    for grid in (g, restored, delta):
+        grid.add(3, {"load_1min": 1.0}, last_value=False, source="os")    # the copy, after a worker restart too
+        grid.add(9, {"load_1min": 1.0}, last_value=False, source="os")    # same value, another time: a sample
+        grid.add(9, {"load_1min": 3.0}, last_value=False, source="os")
+        grid.add(9, {"load_1min": 3.0}, last_value=False, source="os")
+        assert grid.add(16, {"load_1min": 0.0}, last_value=False, source="os") == [0.0]
+        assert grid.window(0.0)[-1, 4] == pytest.approx(5.0 / 3.0)   # 1, 1 and 3, not 1, 1, 1, 3, 3
+    assert (g.duplicate_samples, restored.duplicate_samples, delta.duplicate_samples) == (3, 2, 2)
+
+
 def test_state_round_trip_through_json_and_history_kept():
     g = NodeGrid(grid_s=15, window_steps=3, lateness_s=0, keep_steps=5)
     for k in range(10):

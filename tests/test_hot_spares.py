@@ -1,0 +1,78 @@
+"""Hot spares (``policy.hot_spares``): nodes the batch scheduler never uses, spare for migrations
+whenever idle; a migration claims its spare until the migrated job's time limit, so a second
+warning meanwhile finds no spare and checkpoints (issue 55 item 5)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hpcguard.connectors.validation import DoorLimits, ValidationError, check_record
+from hpcguard.models.decision_trace import decide_trace
+from hpcguard.settings import Settings
+from hpcguard.simulators.telemetry import generate_telemetry, simulate_telemetry
+from hpcguard.streams.cluster_view import ClusterView
+from hpcguard.streams.decisions import hot_spares, policy_for
+
+T0 = 1_700_000_000.0
+
+
+def _jobs() -> list[dict]:
+    # two 4-node jobs on n1..n8, hours to run, and a 1-node job queued: it would start on n9 unless n9 is a hot spare
+    return [{"job_id": "1", "event": "start", "time": T0, "nodes": [f"n{i}" for i in range(1, 5)],
+             "time_limit_s": 8 * 3600},
+            {"job_id": "2", "event": "start", "time": T0, "nodes": [f"n{i}" for i in range(5, 9)],
+             "time_limit_s": 8 * 3600},
+            {"job_id": "3", "event": "submit", "time": T0 + 10.0, "num_nodes": 1}]
+
+
+def _warning(node: str, t: float) -> dict:
+    return {"node": node, "time": t, "sample_time": t, "warn": True, "lead_minutes": 5.0,
+            "failure_probability": 0.99, "model": "m"}
+
+
+def test_a_migration_claims_the_hot_spare_and_the_next_warning_checkpoints():
+    settings = Settings().with_overrides(policy=dict(hot_spares="n9"))
+    nodes = [f"n{i}" for i in range(1, 10)]
+    preds = [_warning("n2", T0 + 3600.0), _warning("n6", T0 + 5400.0)]
+    actions = decide_trace(preds, _jobs(), nodes, policy_for(settings), quiet_s=600.0,
+                           hot_spares=hot_spares(settings))
+    assert [(a["kind"], a["job_id"]) for a in actions] == [("migrate", "1"), ("checkpoint", "2")]
+    assert actions[0]["reason"]["spare"] == "n9" and actions[1]["reason"]["inputs"]["spare_nodes"] == 0
+    # without the hot spare the idle n9 is the queue head's: no migration at all
+    plain = decide_trace(preds, _jobs(), nodes, policy_for(Settings()), quiet_s=600.0)
+    assert [a["kind"] for a in plain] == ["checkpoint", "checkpoint"]
+
+
+def test_the_spare_is_free_again_after_the_migrated_job_s_time_limit():
+    settings = Settings().with_overrides(policy=dict(hot_spares="n9"))
+    nodes = [f"n{i}" for i in range(1, 10)]
+    preds = [_warning("n2", T0 + 3600.0), _warning("n6", T0 + 8 * 3600.0 + 60.0)]
+    actions = decide_trace(preds, _jobs(), nodes, policy_for(settings), quiet_s=600.0, hot_spares=["n9"])
+    assert [a["kind"] for a in actions][:1] == ["migrate"]
+    assert all(a["kind"] != "checkpoint" or a["job_id"] != "2" for a in actions)
+
+
+def test_the_cluster_view_shares_claims_and_the_door_checks_them():
+    v = ClusterView(nodes_configured=True)
+    claim = {"node": "n9", "claimed_from": T0, "claimed_until": T0 + 600.0, "v": 1}
+    record = check_record("ClusterUpdate", dict(claim), DoorLimits(), now=T0)
+    v.apply_cluster(record, shared=True)
+    v.apply_cluster(record, shared=True)  # idempotent
+    assert v.claimed_at(T0 + 1.0) == {"n9"} and v.claimed_at(T0 + 600.0) == set()
+    with pytest.raises(ValidationError):
+        check_record("ClusterUpdate", {**claim, "claimed_until": float("nan")}, DoorLimits(), now=T0)
+    with pytest.raises(ValidationError):
+        check_record("ClusterUpdate", {**claim, "spare": "n10"}, DoorLimits(), now=T0)
+
+
+def test_the_simulated_scheduler_never_places_a_job_on_a_hot_spare(tmp_path):
+    t = generate_telemetry(8, 6.0, seed=3, hot_spares=2, utilization=0.95, runtime_median_minutes=60.0)
+    spares = {6, 7}
+    placed = [n for row in t.jobs["node_index"] for n in row] if "node_index" in t.jobs else []
+    assert placed and not spares & set(int(n) for n in placed)
+    summary = simulate_telemetry(str(tmp_path), nodes=8, hours=0.5, seed=3, hot_spares=1, io=False)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["hot_spares"] == [meta["nodes"][-1]] and summary["nodes"] == meta["nodes"]
+    with pytest.raises(ValueError, match="hot_spares"):
+        generate_telemetry(4, 0.5, seed=3, hot_spares=4)
