@@ -53,6 +53,7 @@ def register(app: faust.App) -> None:
     if pipe.policy is None:
         pipe.policy = policy_for(hpc.settings)
     quiet_s = 60.0 * hpc.settings.policy.quiet_minutes
+    step_days = hpc.settings.worker.grid_s / 86400.0  # one prediction judges one grid step of its node
     held = hot_spares(hpc.settings)  # nodes no batch job takes: spare for migrations whenever idle
 
     @app.on_partitions_revoked.connect
@@ -78,6 +79,7 @@ def register(app: faust.App) -> None:
                     state = warnings.get(node) or {}
                     if offset <= state.get("applied", -1):
                         continue  # redelivered after a restart: the recovered episode holds it already
+                    metrics.NODE_DAYS.labels(p["model"]).inc(step_days)
                     active = state.get("episode")
                     touched[node] = partition
                     if not p["warn"]:
@@ -94,6 +96,7 @@ def register(app: faust.App) -> None:
                         shared = t
                     warnings.data[node] = {"applied": offset, "episode": {**episode, "shared": shared}}
                     if not active:
+                        metrics.WARNING_EPISODES.labels(p["model"]).inc()
                         starts.append((p, ev))
             decided: list[tuple[str, dict]] = []
             for p, ev in starts:

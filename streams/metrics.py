@@ -17,6 +17,11 @@ RECORDS_OUT = Counter("hpcguard_records_out_total", "Records published, per topi
 SAMPLES_OUT = Counter("hpcguard_samples_out_total", "Canonical samples published, per topic (each sample of a "
                       "NodeSamples batch counts: unlike records, the count does not depend on how inputs were batched)",
                       ["topic"], registry=REGISTRY)
+WARNING_EPISODES = Counter("hpcguard_warning_episodes_total", "Warning episodes started, per model (each is a "
+                           "false alarm unless a failure follows: with node-days judged, the false-alarm rate's "
+                           "upper bound before labels)", ["model"], registry=REGISTRY)
+NODE_DAYS = Counter("hpcguard_node_days_judged_total", "Node-days of predictions the decision agent judged (each "
+                    "prediction counts its grid step), per model", ["model"], registry=REGISTRY)
 DUPLICATE_SAMPLES = Counter("hpcguard_duplicate_samples_total", "Samples already in their node's open step "
                             "(a record the broker stored twice, e.g. a producer's retry after a broker crash): "
                             "counted once, per topic", ["topic"], registry=REGISTRY)

@@ -68,6 +68,10 @@ def test_demo_json_with_influx_and_metrics(tmp_path, influxdb):
         pytest.approx(sv["net_node_hours"], abs=2e-3)
 
     assert "hpcguard_records_in_total{" in scraped and "hpcguard_predictions_total{" in scraped
+    # the shadow figures: node-days judged (one 15 s step per prediction judged) and the episodes they hold
+    judged = sum(float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines()
+                 if line.startswith("hpcguard_node_days_judged_total{"))
+    assert 0 < judged <= summary["predictions"]["total"] * 15.0 / 86400.0 + 1e-9
     rows = influxdb.rows("SELECT count(failure_probability) FROM node_prediction", "demo_test")
     assert rows and rows[0]["count"] == summary["predictions"]["total"]
     io_rows = influxdb.rows("SELECT count(probability) FROM io_window", "demo_test")
