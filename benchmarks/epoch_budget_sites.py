@@ -1,0 +1,105 @@
+"""The budget controller as the worker can run it (``models/budget_epochs.py``: hourly thresholds, labels
+from silences) against the per-step controller with ground-truth labels, on randomised sites.
+
+Uses the models an ``hpcguard evaluate sites --out DIR`` run left in ``DIR/site-<seed>/model``,
+regenerates each site's test window (the same seed, nodes and hours), scans the online vote and
+scores three thresholds after the first streamed day: the model's fixed one, the per-step
+controller fed the simulator's failures (what ``evaluate sites`` reports), and the epoch
+controller fed only what a stream sees.
+
+    python benchmarks/epoch_budget_sites.py --sites-dir DIR --seeds 1100-1105 --nodes 64 \\
+        --train-hours 48 --test-hours 72
+
+Writes ``benchmarks/results/epoch_budget_sites.json`` and prints one line per site and the pool.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from hpcguard.connectors.model_store import load_model
+from hpcguard.models.budget import BudgetController, replay
+from hpcguard.models.budget_epochs import EpochBudget, epoch_scan
+from hpcguard.models.failure.assessment import BURN_IN_S, scored_after
+from hpcguard.models.failure.evaluation import online_vote_scan
+from hpcguard.models.metrics import wilson_interval
+from hpcguard.simulators import failure_training as ft
+from hpcguard.simulators.random_sites import random_site
+from hpcguard.simulators.telemetry import generate_telemetry
+from hpcguard.simulators.writers import write_recording
+
+KEYS = ("precursor_warned_2min", "precursor_failures", "false_alarm_episodes", "node_days",
+        "false_alarms_per_100_node_days")
+
+
+def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_hours: float, budget: float,
+             epoch_s: float, work: Path) -> dict:
+    profile, _ = random_site(seed)
+    tel = generate_telemetry(nodes, train_hours + test_hours, seed, profile=profile)
+    split = int(round(train_hours * 3600.0 / 15.0)) * 15
+    write_recording(tel.window(split, tel.up1.shape[1]), str(work / f"test-{seed}"), io=False)
+    del tel
+    ensemble, _ = load_model(str(model_dir))
+    rec = ft.load_recorded(str(work / f"test-{seed}"), ensemble.grid_s, ft.load_mapping(None))
+    scan = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps)
+    v, times = scan["vote"], np.asarray(scan["window_end_time"], float)
+    n = v.shape[0]
+    t_end = rec.t0 + rec.values.shape[1] * ensemble.grid_s
+    start = rec.t0 + min(BURN_IN_S, 0.5 * (t_end - rec.t0))
+    fn, ftm = np.asarray(rec.failure_nodes, int), np.asarray(rec.failure_times, float)
+    pre = np.asarray(rec.precursor, bool) if rec.precursor is not None else np.ones(ftm.size, bool)
+    args = (times, fn, ftm, pre, n, t_end, start)
+    thr = float(ensemble.threshold)
+    with np.errstate(invalid="ignore"):
+        fixed = scored_after(v >= thr, *args)
+    step = replay(v, times, fn, ftm, BudgetController(budget, initial=thr, step_s=ensemble.grid_s), nodes=rec.nodes)
+    epoch = epoch_scan(v, times, rec.nodes, EpochBudget(budget, initial=thr, epoch_s=epoch_s, step_s=ensemble.grid_s))
+    out = {"seed": seed}
+    for name, w in (("fixed", None), ("per_step_truth", step["warn"]), ("epoch_silence", epoch["warn"])):
+        s = fixed if w is None else scored_after(w, *args)
+        out[name] = {k: s[k] for k in KEYS}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sites-dir", required=True)
+    ap.add_argument("--seeds", default="1100-1105")
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--train-hours", type=float, default=48.0)
+    ap.add_argument("--test-hours", type=float, default=72.0)
+    ap.add_argument("--false-alarms", type=float, default=2.0)
+    ap.add_argument("--epoch-minutes", type=float, default=60.0)
+    args = ap.parse_args()
+    first, last = (int(x) for x in args.seeds.split("-"))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="epoch-budget-") as tmp:
+        for seed in range(first, last + 1):
+            r = one_site(seed, Path(args.sites_dir) / f"site-{seed}" / "model", args.nodes, args.train_hours,
+                         args.test_hours, args.false_alarms, 60.0 * args.epoch_minutes, Path(tmp))
+            rows.append(r)
+            print(seed, " · ".join(f"{k}: {r[k]['precursor_warned_2min']}/{r[k]['precursor_failures']} warned, "
+                                    f"{r[k]['false_alarms_per_100_node_days']:.2f} / 100 nd"
+                                    for k in ("fixed", "per_step_truth", "epoch_silence")), flush=True)
+    pooled = {}
+    for k in ("fixed", "per_step_truth", "epoch_silence"):
+        within = sum(r[k]["false_alarms_per_100_node_days"] <= args.false_alarms for r in rows)
+        pooled[k] = {"within": within, "of": len(rows), "within_ci95": wilson_interval(within, len(rows)),
+                     "warned": sum(r[k]["precursor_warned_2min"] for r in rows),
+                     "failures": sum(r[k]["precursor_failures"] for r in rows),
+                     "false_alarms": sum(r[k]["false_alarm_episodes"] for r in rows),
+                     "node_days": sum(r[k]["node_days"] for r in rows)}
+        p = pooled[k]
+        print(f"{k}: within budget {within}/{len(rows)}; warned {p['warned']}/{p['failures']}; "
+              f"{100 * p['false_alarms'] / p['node_days']:.2f} false alarms / 100 node-days pooled")
+    path = Path(__file__).parent / "results" / "epoch_budget_sites.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"args": vars(args), "pooled": pooled, "rows": rows}, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()
