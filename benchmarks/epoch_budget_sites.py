@@ -28,9 +28,7 @@ from hpcguard.models.failure.assessment import BURN_IN_S, scored_after
 from hpcguard.models.failure.evaluation import online_vote_scan
 from hpcguard.models.metrics import wilson_interval
 from hpcguard.simulators import failure_training as ft
-from hpcguard.simulators.random_sites import random_site
-from hpcguard.simulators.telemetry import generate_telemetry
-from hpcguard.simulators.writers import write_recording
+from hpcguard.simulators.site_sweep import write_site
 
 KEYS = ("precursor_warned_2min", "precursor_failures", "false_alarm_episodes", "node_days",
         "false_alarms_per_100_node_days")
@@ -38,13 +36,10 @@ KEYS = ("precursor_warned_2min", "precursor_failures", "false_alarm_episodes", "
 
 def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_hours: float, budget: float,
              epoch_s: float, work: Path) -> dict:
-    profile, _ = random_site(seed)
-    tel = generate_telemetry(nodes, train_hours + test_hours, seed, profile=profile)
-    split = int(round(train_hours * 3600.0 / 15.0)) * 15
-    write_recording(tel.window(split, tel.up1.shape[1]), str(work / f"test-{seed}"), io=False)
-    del tel
+    write_site(seed, work / f"site-{seed}", nodes=nodes, train_hours=train_hours, test_hours=test_hours,
+               parts=("test",))
     ensemble, _ = load_model(str(model_dir))
-    rec = ft.load_recorded(str(work / f"test-{seed}"), ensemble.grid_s, ft.load_mapping(None))
+    rec = ft.load_recorded(str(work / f"site-{seed}" / "test"), ensemble.grid_s, ft.load_mapping(None))
     scan = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps)
     v, times = scan["vote"], np.asarray(scan["window_end_time"], float)
     n = v.shape[0]

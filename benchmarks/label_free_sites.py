@@ -29,22 +29,17 @@ from hpcguard.models.peer_deviation import deviation_scores, vote_of
 from hpcguard.models.warning_eval import score_warnings
 from hpcguard.simulators import failure_training as ft
 from hpcguard.simulators.random_sites import random_site
-from hpcguard.simulators.telemetry import generate_telemetry
-from hpcguard.simulators.writers import write_recording
+from hpcguard.simulators.site_sweep import write_site
 
 GRID_S = 15.0
 
 
 def one_site(seed: int, nodes: int, train_hours: float, test_hours: float, budget: float, work: Path,
              sensors: list[int]) -> dict:
-    profile, description = random_site(seed)
-    tel = generate_telemetry(nodes, train_hours + test_hours, seed, profile=profile)
-    split = int(round(train_hours * 3600.0 / GRID_S)) * 15
-    hardware = list(tel.hardware)
-    test = work / f"test-{seed}"
-    write_recording(tel.window(split, tel.up1.shape[1]), str(test), io=False)
-    del tel
-    rec = ft.load_recorded(str(test), GRID_S, ft.load_mapping(None))
+    _, description = random_site(seed)
+    hardware = write_site(seed, work / f"site-{seed}", nodes=nodes, train_hours=train_hours, test_hours=test_hours,
+                          parts=("test",))
+    rec = ft.load_recorded(str(work / f"site-{seed}" / "test"), GRID_S, ft.load_mapping(None))
     score = deviation_scores(rec.values[:, :, sensors], groups=hardware)
     votes = vote_of(score)
     times = rec.t0 + GRID_S * (np.arange(votes.shape[1]) + 1.0)

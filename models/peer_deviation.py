@@ -32,6 +32,8 @@ Example
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 
@@ -43,7 +45,8 @@ def deviation_scores(values: np.ndarray, groups=None, halflife_steps: float = 24
     n, t, s = v.shape
     z_peer = np.full(v.shape, np.nan)
     labels = np.zeros(n, int) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1]
-    with np.errstate(invalid="ignore", divide="ignore"), _quiet():
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: missing readings are expected
         for g in np.unique(labels):
             members = labels == g
             if members.sum() < 3:  # no peers to speak of: the node's own past decides
@@ -100,17 +103,3 @@ def vote_of(score: np.ndarray, scale: float = 10.0) -> np.ndarray:
     s = np.asarray(score, float)
     return s / (s + float(scale))
 
-
-class _quiet:
-    """Silence numpy's all-NaN slice warnings (missing readings are expected) inside a block."""
-
-    def __enter__(self):
-        import warnings
-
-        self._w = warnings.catch_warnings()
-        self._w.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return self
-
-    def __exit__(self, *exc):
-        return self._w.__exit__(*exc)

@@ -213,6 +213,25 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(jsonable(obj), sort_keys=True).encode()).hexdigest()[:12]
 
 
+def write_site(site_seed: int, out_dir: Path, *, nodes: int, train_hours: float, test_hours: float,
+               simulation: Optional[dict] = None, parts: Sequence[str] = ("train", "test")) -> list[str]:
+    """Simulate randomised site ``site_seed`` and write its first ``train_hours`` to ``out_dir/train`` and
+    the next ``test_hours`` to ``out_dir/test`` (the ``parts`` asked for, replaced); returns each node's
+    hardware generation. ``simulation``: ``TelemetryParams`` fields over the drawn site's."""
+    from hpcguard.simulators.random_sites import random_site
+    from hpcguard.simulators.telemetry import generate_telemetry
+    from hpcguard.simulators.writers import write_recording
+
+    profile, _ = random_site(site_seed)
+    tel = generate_telemetry(nodes, train_hours + test_hours, site_seed, profile=profile, **(simulation or {}))
+    split = int(round(train_hours * 3600.0 / 15.0)) * 15
+    spans = {"train": (0, split), "test": (split, tel.up1.shape[1])}
+    for part in parts:
+        shutil.rmtree(out_dir / part, ignore_errors=True)
+        write_recording(tel.window(*spans[part]), str(out_dir / part), io=False)
+    return list(tel.hardware)
+
+
 def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float, test_hours: float,
                   budget: float, stride: int = 1, max_ok: int = 20000, train_seed: int = 0,
                   training: Optional[dict] = None, controller: Optional[Controller] = None, after_hours: float = 0.0,
@@ -229,11 +248,9 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
     from hpcguard.models.failure.site_training import TrainingError
     from hpcguard.simulators import failure_training as ft
     from hpcguard.simulators.random_sites import random_site
-    from hpcguard.simulators.telemetry import generate_telemetry
-    from hpcguard.simulators.writers import write_recording
     from hpcguard.streams.predictors import EnsemblePredictor
 
-    profile, description = random_site(site_seed)
+    _, description = random_site(site_seed)
     row: dict[str, Any] = {"seed": site_seed, "name": description["name"], "summary": description["summary"],
                            "description": description, "notes": []}
     config = {"nodes": nodes, "train_hours": train_hours, "test_hours": test_hours, "stride": stride,
@@ -258,14 +275,10 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
 
     t = time.perf_counter()
     progress(f"site {site_seed}: simulating {nodes} nodes × {train_hours + test_hours:g} h")
-    split = int(round(train_hours * 3600.0 / 15.0)) * 15
-    tel = generate_telemetry(nodes, train_hours + test_hours, site_seed, profile=profile, **(simulation or {}))
     train_dir, test_dir, model_dir = site_dir / "train", site_dir / "test", site_dir / "model"
-    for d in (train_dir, test_dir, model_dir):
-        shutil.rmtree(d, ignore_errors=True)
-    write_recording(tel.window(0, split), str(train_dir), io=False)
-    write_recording(tel.window(split, tel.up1.shape[1]), str(test_dir), io=False)
-    del tel
+    shutil.rmtree(model_dir, ignore_errors=True)
+    write_site(site_seed, site_dir, nodes=nodes, train_hours=train_hours, test_hours=test_hours,
+               simulation=simulation)
     row["simulate_s"] = round(time.perf_counter() - t, 1)
     try:
         t = time.perf_counter()

@@ -47,10 +47,16 @@ def test_a_migration_claims_the_hot_spare_and_the_next_warning_checkpoints():
 def test_the_spare_is_free_again_after_the_migrated_job_s_time_limit():
     settings = Settings().with_overrides(policy=dict(hot_spares="n9"))
     nodes = [f"n{i}" for i in range(1, 10)]
-    preds = [_warning("n2", T0 + 3600.0), _warning("n6", T0 + 8 * 3600.0 + 60.0)]
-    actions = decide_trace(preds, _jobs(), nodes, policy_for(settings), quiet_s=600.0, hot_spares=["n9"])
-    assert [a["kind"] for a in actions][:1] == ["migrate"]
-    assert all(a["kind"] != "checkpoint" or a["job_id"] != "2" for a in actions)
+
+    def second(at: float) -> tuple:
+        preds = [_warning("n2", T0 + 3600.0), _warning("n6", at)]
+        actions = decide_trace(preds, _jobs(), nodes, policy_for(settings), quiet_s=600.0, hot_spares=["n9"])
+        assert (actions[0]["kind"], actions[0]["reason"]["spare"]) == ("migrate", "n9")
+        return actions[1]["kind"], actions[1]["job_id"], actions[1]["reason"].get("spare")
+
+    # job 1's limit ends at T0 + 8 h: its claim on n9 with it
+    assert second(T0 + 8 * 3600.0 - 600.0) == ("checkpoint", "2", None)
+    assert second(T0 + 8 * 3600.0 + 60.0) == ("migrate", "2", "n9")
 
 
 def test_the_cluster_view_shares_claims_and_the_door_checks_them():
