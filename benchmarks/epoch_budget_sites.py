@@ -3,9 +3,10 @@ from silences) against the per-step controller with ground-truth labels, on rand
 
 Uses the models an ``hpcguard evaluate sites --out DIR`` run left in ``DIR/site-<seed>/model``,
 regenerates each site's test window (the same seed, nodes and hours), scans the online vote and
-scores three thresholds after the first streamed day: the model's fixed one, the per-step
-controller fed the simulator's failures (what ``evaluate sites`` reports), and the epoch
-controller fed only what a stream sees.
+scores four thresholds after the first streamed day: the model's fixed one, the per-step
+controller fed the simulator's failures (what ``evaluate sites`` reports), the epoch
+controller fed only what a stream sees, and that controller as the worker runs it: one per
+Kafka input partition (``--partitions``), each seeing only its nodes.
 
     python benchmarks/epoch_budget_sites.py --sites-dir DIR --seeds 1100-1105 --nodes 64 \\
         --train-hours 48 --test-hours 72
@@ -23,19 +24,42 @@ import numpy as np
 
 from hpcguard.connectors.model_store import load_model
 from hpcguard.models.budget import BudgetController, replay
-from hpcguard.models.budget_epochs import EpochBudget, epoch_scan
+from hpcguard.connectors.kafka import key_partition
+from hpcguard.models.budget_epochs import EpochBudget, epoch_scan, judge
 from hpcguard.models.failure.assessment import BURN_IN_S, scored_after
 from hpcguard.models.failure.evaluation import online_vote_scan
 from hpcguard.models.metrics import wilson_interval
 from hpcguard.simulators import failure_training as ft
 from hpcguard.simulators.site_sweep import write_site
 
+ROWS = ("fixed", "per_step_truth", "epoch_silence", "worker_partitions")
 KEYS = ("precursor_warned_2min", "precursor_failures", "false_alarm_episodes", "node_days",
         "false_alarms_per_100_node_days")
 
 
+def partition_scan(votes, window_end_time, nodes, partitions: int, make_budget) -> dict:
+    """The worker's judging of a vote scan ``(nodes, steps)``: one :class:`EpochBudget` per Kafka input
+    partition (``key_partition`` of the node's name), each judging its nodes' votes in time then node
+    order (``simulators.parity.judge_with_budget``); only the steps the scan has a vote for are judged."""
+    v = np.asarray(votes, float)
+    times = np.asarray(window_end_time, float).tolist()
+    names = [str(n) for n in nodes]
+    order = sorted(range(v.shape[0]), key=lambda i: names[i])
+    part = {i: key_partition(names[i], partitions) for i in order}
+    budgets = {p: make_budget() for p in sorted(set(part.values()))}
+    warn = np.zeros(v.shape, bool)
+    present = ~np.isnan(v)
+    for k, t in enumerate(times):
+        col = v[:, k]
+        for i in order:
+            if present[i, k]:
+                x = float(col[i])
+                warn[i, k] = judge(budgets[part[i]], names[i], t, None if x != x else x)[0]
+    return {"warn": warn, "thresholds": {p: b.threshold for p, b in budgets.items()}}
+
+
 def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_hours: float, budget: float,
-             epoch_s: float, work: Path) -> dict:
+             epoch_s: float, work: Path, partitions: int = 4) -> dict:
     write_site(seed, work / f"site-{seed}", nodes=nodes, train_hours=train_hours, test_hours=test_hours,
                parts=("test",))
     ensemble, _ = load_model(str(model_dir))
@@ -53,8 +77,13 @@ def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_ho
         fixed = scored_after(v >= thr, *args)
     step = replay(v, times, fn, ftm, BudgetController(budget, initial=thr, step_s=ensemble.grid_s), nodes=rec.nodes)
     epoch = epoch_scan(v, times, rec.nodes, EpochBudget(budget, initial=thr, epoch_s=epoch_s, step_s=ensemble.grid_s))
+    # the worker: EpochBudget(budget=false_alarms, initial=threshold, epoch_s, silence_s=300, step_s=grid)
+    worker = partition_scan(v, times, rec.nodes, partitions,
+                            lambda: EpochBudget(budget, initial=thr, epoch_s=epoch_s, silence_s=300.0,
+                                                step_s=ensemble.grid_s, warmup_node_days=8.0))
     out = {"seed": seed}
-    for name, w in (("fixed", None), ("per_step_truth", step["warn"]), ("epoch_silence", epoch["warn"])):
+    for name, w in (("fixed", None), ("per_step_truth", step["warn"]), ("epoch_silence", epoch["warn"]),
+                    ("worker_partitions", worker["warn"])):
         s = fixed if w is None else scored_after(w, *args)
         out[name] = {k: s[k] for k in KEYS}
     return out
@@ -69,19 +98,20 @@ def main() -> None:
     ap.add_argument("--test-hours", type=float, default=72.0)
     ap.add_argument("--false-alarms", type=float, default=2.0)
     ap.add_argument("--epoch-minutes", type=float, default=60.0)
+    ap.add_argument("--partitions", type=int, default=4, help="Kafka input partitions (one budget each)")
     args = ap.parse_args()
     first, last = (int(x) for x in args.seeds.split("-"))
     rows = []
     with tempfile.TemporaryDirectory(prefix="epoch-budget-") as tmp:
         for seed in range(first, last + 1):
             r = one_site(seed, Path(args.sites_dir) / f"site-{seed}" / "model", args.nodes, args.train_hours,
-                         args.test_hours, args.false_alarms, 60.0 * args.epoch_minutes, Path(tmp))
+                         args.test_hours, args.false_alarms, 60.0 * args.epoch_minutes, Path(tmp), args.partitions)
             rows.append(r)
             print(seed, " · ".join(f"{k}: {r[k]['precursor_warned_2min']}/{r[k]['precursor_failures']} warned, "
                                     f"{r[k]['false_alarms_per_100_node_days']:.2f} / 100 nd"
-                                    for k in ("fixed", "per_step_truth", "epoch_silence")), flush=True)
+                                    for k in ROWS), flush=True)
     pooled = {}
-    for k in ("fixed", "per_step_truth", "epoch_silence"):
+    for k in ROWS:
         within = sum(r[k]["false_alarms_per_100_node_days"] <= args.false_alarms for r in rows)
         pooled[k] = {"within": within, "of": len(rows), "within_ci95": wilson_interval(within, len(rows)),
                      "warned": sum(r[k]["precursor_warned_2min"] for r in rows),

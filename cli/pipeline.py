@@ -69,6 +69,9 @@ def worker(
                                       help="Wall seconds a decision waits for jobs."),
     sensor_map: Optional[str] = o.opt(None, "--sensor-map", metavar="FILE", show_default="built-in",
                                       help="Site sensor mapping."),
+    false_alarms: Optional[float] = o.opt(None, "--false-alarms", metavar="N",
+                                          show_default=f"{o._BUILT_IN.worker.false_alarms:g}",
+                                          help="False alarms per 100 node-days."),
     loglevel: str = o.opt("warning", "--loglevel", metavar="LEVEL", help="debug/info/warning/error."),
 ) -> None:
     """Run the streaming worker: normalize → predict → decide → act.
@@ -84,7 +87,7 @@ def worker(
                                sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile,
                                worker=dict(model_dir=model, app_id=app_id, data_dir=data_dir,
                                            metrics_port=metrics_port, lateness_s=lateness, idle_s=idle,
-                                           job_wait_s=job_wait, sensor_map=sensor_map),
+                                           job_wait_s=job_wait, sensor_map=sensor_map, false_alarms=false_alarms),
                                adapter=dict(kind="dry-run" if shadow else adapter, audit_log=audit_log))
     bad = [r for r in roles if r not in ROLES]
     if bad:

@@ -26,7 +26,8 @@ def _ci(pair, fmt: str = "{:.2f}") -> str:
 
 @report_app.command("shadow")
 def shadow(
-    failures: Path = o.opt(..., "--failures", metavar="FILE", help="failures.csv (hpcguard label)."),
+    failures: Optional[Path] = o.opt(None, "--failures", metavar="FILE", show_default="stream",
+                                     help="hpcguard label CSV."),
     sacct: Optional[Path] = o.opt(None, "--sacct", metavar="FILE", help="sacct -P dump: node-hours."),
     data: Optional[Path] = o.opt(None, "--data", metavar="DIR", help="Recorded history: its jobs."),
     false_alarms: float = o.opt(2.0, "--false-alarms", metavar="N", help="Budget per 100 node-days."),
@@ -44,7 +45,7 @@ def shadow(
     """
     from hpcguard.simulators.shadow_report import shadow_report
 
-    if not failures.is_file():
+    if failures is not None and not failures.is_file():
         fail(f"--failures: no such file: {failures}")
     if sacct is not None and not sacct.is_file():
         fail(f"--sacct: no such file: {sacct}")
@@ -68,6 +69,7 @@ def shadow(
                f"(95 % {_ci(r['false_alarms_per_100_node_days_ci95'])}) · budget {r['budget']:g}: "
                f"{r['budget_verdict']}")
     recall = r["recall"]
+    typer.echo(f"labels: {r['labels_source']}")
     typer.echo(f"recall: {r['warned_2min']} of {r['failures']} failures warned >= 2 min ahead"
                f" = {'n/a' if math.isnan(recall) else f'{recall:.0%}'} (95 % {_ci(r['recall_ci95'], '{:.0%}')})"
                + (f" · {r['failures_outside_run']} labels outside the run" if r["failures_outside_run"] else ""))

@@ -12,7 +12,7 @@ LDMS_TOPICS=${LDMS_TOPICS:-ldms.lustre_client ldms.meminfo ldms.procstat ldms.lo
 KAFKA_TOPICS=${KAFKA_TOPICS:-/opt/kafka/bin/kafka-topics.sh}
 
 # Canonical suffixes (streams/topics.py CANONICAL); <prefix>.<suffix>.
-SUFFIXES="samples.ipmi samples.io samples.os jobs probes predictions.node io.degradation actions actions.ack dlq raw.ipmi raw.slurm raw.probes internal.node-jobs internal.cluster internal.probes checkpoint.plans"
+SUFFIXES="samples.ipmi samples.io samples.os jobs probes predictions.node io.degradation actions actions.ack dlq raw.ipmi raw.slurm raw.probes internal.node-jobs internal.cluster internal.probes checkpoint.plans labels"
 
 create() {
     "$KAFKA_TOPICS" --bootstrap-server "$BOOTSTRAP" --create --if-not-exists \

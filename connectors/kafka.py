@@ -110,3 +110,14 @@ def wait_for_broker(k: KafkaSettings, timeout_s: float = 30.0) -> None:
             last = exc
             time.sleep(0.2)
     raise ConnectionError(f"Kafka at {k.bootstrap} did not answer within {timeout_s}s: {last}")
+
+
+def key_partition(key: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner (murmur2, as the Java client and kafka-python) gives ``key``.
+
+    >>> [key_partition(n, 4) for n in ("n001", "n002")] == [key_partition(n, 4) for n in ("n001", "n002")]
+    True
+    """
+    from kafka.partitioner.default import murmur2
+
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % int(partitions)

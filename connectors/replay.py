@@ -227,8 +227,11 @@ def iter_recorded(paths: Sequence[str | Path], fmt: str | None = None, topics: T
     streams = []
     for i, (f, src, f_fmt) in enumerate(plan(paths, fmt, sacct)):
         if f_fmt is None:
-            streams.append(iter([(float("-inf"), i, 0, Rejected(src, None, "unknown_format",
-                                                                 "not a recognised telemetry format; skipped", ""))]))
+            empty = f.stat().st_size == 0
+            streams.append(iter([(float("-inf"), i, 0, Rejected(
+                src, None, "empty_file" if empty else "unknown_format",
+                "the file is empty; nothing to replay" if empty else "not a recognised telemetry format; skipped",
+                ""))]))
             continue
         streams.append(_timed(_file_messages(f, src, f_fmt, topics, ipmi, sacct, limit), i))
     for _, _, _, item in heapq.merge(*streams):

@@ -93,6 +93,13 @@ class WorkerSettings:
     jobs_lateness_s: float = 0.0  # how far the job stream's watermark trails its newest event time
     job_wait_s: float = 10.0  # longest wall wait of a decision for the job stream's watermark to pass its sample time
     sensor_map: str = ""  # site sensor mapping (TOML); empty → the packaged default
+    # false-alarm budget (issue 56): warning episodes per 100 node-days that were followed by no failure; the
+    # LSTM vote's threshold moves at event time to hold it (models.budget_epochs), one controller per input
+    # partition; 0 = the model's fixed threshold
+    false_alarms: float = 2.0
+    budget_warmup_node_days: float = 8.0  # per partition: the model's own threshold until this much is seen
+    budget_epoch_minutes: float = 60.0  # the threshold changes only when event time enters a new epoch
+    budget_silence_s: float = 300.0  # a node whose predictions stop this long failed (the label a site has)
 
 
 @dataclass

@@ -18,6 +18,11 @@ silent.  :class:`EpochBudget` is the variant whose answers cannot depend on that
 The answers equal for any arrival order in which no node lags another by more than
 ``silence_s``.  The state is JSON (:meth:`to_state`), for a changelogged table.
 
+Labels (the stream's ``hpcguard.labels``, :meth:`take_labels`, each with a ``label_id`` that names
+it whenever it is found): each failure it recognises from a silence, and each warning episode at the thresholds applied (warned steps of one node no more
+than the controller's ``gap_s`` apart) resolved ``true`` (a failure followed one of its steps
+within ``horizon_s``) or ``false``, once no later step can extend it and its horizon has passed.
+
 Example
 -------
 >>> import numpy as np
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any
+from typing import Any, Callable
 
 from hpcguard.models.budget import BudgetController
 
@@ -58,6 +63,11 @@ class EpochBudget:
         self.failures: dict[str, list[float]] = {}   # node -> failure times (silences), in order
         self.learned_until = -math.inf
         self.by_epoch: dict[float, float] = {}       # recent epochs' thresholds: for a node behind the others
+        self.episodes: dict[str, list] = {}          # node → its open warning episode [start, last, failure time]
+        self.reported: dict[str, float] = {}         # node → its newest failure already labelled
+        self.labels: list[dict] = []                 # labels not yet taken (take_labels)
+        # node → end of its newest step a stream still holds unjudged (None: none); not state, the grid's
+        self.held_until: Callable[[str], float | None] | None = None
 
     def observe(self, node: str, time: float, vote: float) -> float:
         """One prediction of ``node`` at step ``time`` with ``vote`` (NaN: none); the threshold it is judged with."""
@@ -84,8 +94,16 @@ class EpochBudget:
                 i = bisect.bisect_left([s[0] for s in steps], time)
                 if i == len(steps) or steps[i][0] != time:
                     steps.insert(i, [time, float(vote)])
+        return self._threshold_of(epoch)
+
+    def _threshold_of(self, epoch: float) -> float:
         # a node behind the others still gets its own epoch's threshold
         return self.by_epoch.get(epoch, self.by_epoch[min(self.by_epoch)] if epoch < self.epoch else self.threshold)
+
+    def take_labels(self) -> list[dict]:
+        """The labels recognised since the last call (failures, resolved warning episodes), in order."""
+        out, self.labels = self.labels, []
+        return out
 
     def classify(self, node: str, time: float, vote: float) -> bool:
         """:meth:`observe`, then whether the vote reaches the threshold."""
@@ -96,26 +114,51 @@ class EpochBudget:
         got = self.failures.setdefault(node, [])
         if at not in got:
             bisect.insort(got, at)
+        if at > self.reported.get(node, -math.inf):
+            self.reported[node] = at
+            self.labels.append({"kind": "failure", "node": node, "time": at, "source": "silence",
+                                "label_id": f"failure:{node}:{at:.0f}"})
 
     def _close(self, boundary: float) -> None:
         for node, last in self.last.items():  # silent by now: failed after its last prediction
             if last < boundary - self.silence_s:
-                self._fail(node, last)
+                # a stream holds a stopped node's last steps until it reports again: it failed after those
+                held = self.held_until(node) if self.held_until else None
+                if held is None or held < boundary - self.silence_s:
+                    self._fail(node, max(last, held or last))
         cut = boundary - self.controller.horizon_s - self.silence_s
         steps = []
         for node, ps in self.pending.items():
             k = bisect.bisect_right([p[0] for p in ps], cut)
             steps += [(t, node, v) for t, v in ps[:k]]
             del ps[:k]
-        horizon = self.controller.horizon_s
+        horizon, gap = self.controller.horizon_s, self.controller.gap_s
         for t, node, v in sorted(steps):
             f = self.failures.get(node, [])
             i = bisect.bisect_right(f, t)
             until = f[i] - t if i < len(f) and f[i] - t <= horizon else None
             self.controller.learn_one(node, t, v, until)
+            if v >= self._threshold_of(math.floor(t / self.epoch_s) * self.epoch_s):  # warned when judged
+                episode = self.episodes.get(node)
+                if episode is not None and t - episode[1] > gap:
+                    self._resolve(node)
+                    episode = None
+                if episode is None:
+                    episode = self.episodes[node] = [t, t, None]
+                episode[1] = t
+                if until is not None and episode[2] is None:
+                    episode[2] = t + until
+        for node in [n for n, e in sorted(self.episodes.items()) if e[1] + gap <= cut]:  # no later step extends it
+            self._resolve(node)
         self.learned_until = max(self.learned_until, cut)
         for node in list(self.failures):  # a failure older than every step still to learn labels nothing
             self.failures[node] = [f for f in self.failures[node] if f > cut - horizon]
+
+    def _resolve(self, node: str) -> None:
+        start, last, failure = self.episodes.pop(node)
+        self.labels.append({"kind": "episode", "node": node, "start": start, "end": last,
+                            "outcome": "false" if failure is None else "true", "failure_time": failure,
+                            "label_id": f"episode:{node}:{start:.0f}"})
 
     def to_state(self) -> dict[str, Any]:
         return {"kind": KIND, "controller": self.controller.to_state(), "epoch_s": self.epoch_s,
@@ -123,7 +166,8 @@ class EpochBudget:
                 "pending": {n: p for n, p in sorted(self.pending.items()) if p}, "last": dict(sorted(self.last.items())),
                 "failures": {n: f for n, f in sorted(self.failures.items()) if f},
                 "learned_until": None if math.isinf(self.learned_until) else self.learned_until,
-                "by_epoch": [[e, t] for e, t in sorted(self.by_epoch.items())]}
+                "by_epoch": [[e, t] for e, t in sorted(self.by_epoch.items())],
+                "episodes": dict(sorted(self.episodes.items())), "reported": dict(sorted(self.reported.items()))}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "EpochBudget":
@@ -137,7 +181,24 @@ class EpochBudget:
         eb.failures = {n: [float(x) for x in f] for n, f in state["failures"].items()}
         eb.learned_until = -math.inf if state["learned_until"] is None else float(state["learned_until"])
         eb.by_epoch = {float(e): float(t) for e, t in state["by_epoch"]}
+        eb.episodes = {n: [float(a), float(b), None if f is None else float(f)]
+                       for n, (a, b, f) in state.get("episodes", {}).items()}
+        eb.reported = {n: float(t) for n, t in state.get("reported", {}).items()}
         return eb
+
+
+def judge(budget: EpochBudget, node: str, time: float, score: float | None) -> tuple[bool, float]:
+    """One verdict under ``budget``: whether ``score`` (``None``/NaN: none) warns, and the threshold it met.
+
+    The worker's windows agent and the offline parity side (``simulators.parity``) both judge with it.
+
+    >>> eb = EpochBudget(initial=0.9)
+    >>> judge(eb, "n1", 15.0, 0.95), judge(eb, "n1", 30.0, None)
+    ((True, 0.9), (False, 0.9))
+    """
+    vote = math.nan if score is None else float(score)
+    threshold = budget.observe(node, time, vote)
+    return bool(vote >= threshold), threshold
 
 
 def epoch_scan(votes, window_end_time, nodes, budget: EpochBudget):

@@ -375,6 +375,13 @@ class NodeGrid:
         present = sum(1 for s in range(last - steps + 1, last + 1) if s in self._closed)
         return present >= min_present * steps
 
+    def held_until(self) -> float | None:
+        """End of the newest step holding a sample that is still open (``None``: none).  A node that
+        stopped reporting keeps its last steps open (its watermark trails its newest sample by the
+        lateness) until it reports again: they are part of its history, not yet judged."""
+        held = [k for k, acc in self._open.items() if acc[1].any() or k in self._polls]
+        return (max(held) + 1) * self.grid_s if held else None
+
     @property
     def size(self) -> int:
         return len(self._open) + len(self._closed)

@@ -66,7 +66,26 @@ def offline_predictions(values: np.ndarray, t0: float, grid_s: float, nodes: lis
             out.append({"node": name, "sample_time": t0 + (s + 1) * grid_s, "warn": bool(v.warn),
                         "lead_minutes": float(v.lead_minutes), "failure_probability": float(v.failure_probability),
                         "model": predictor.name, "mem_usage_percent": mem})
+            if v.score is not None:
+                out[-1]["score"] = None if v.score != v.score else float(v.score)
     return out
+
+
+def judge_with_budget(predictions: list[dict], partitions: int, make_budget: Any) -> list[dict]:
+    """The worker's false-alarm budget over offline predictions, in place: one
+    :class:`~hpcguard.models.budget_epochs.EpochBudget` per input partition (a node's, by Kafka's
+    default partitioner on its name, as the replay keys samples), each judging its nodes' scores in
+    time then node order; ``warn`` and ``threshold`` set as the worker sets them.  Returns the labels
+    the budgets recognised (``hpcguard.labels``: failures, resolved warning episodes) with their ids."""
+    from hpcguard.connectors.kafka import key_partition
+    from hpcguard.models.budget_epochs import judge
+
+    budgets: dict[int, Any] = {}
+    for p in sorted(predictions, key=lambda p: (p["sample_time"], p["node"])):
+        part = key_partition(p["node"], partitions)
+        budget = budgets.get(part) or budgets.setdefault(part, make_budget())
+        p["warn"], p["threshold"] = judge(budget, p["node"], p["sample_time"], p.get("score"))
+    return [label for part in sorted(budgets) for label in budgets[part].take_labels()]
 
 
 def offline_decisions(data_dir: str, model_dir: str, settings: Settings,
@@ -75,19 +94,28 @@ def offline_decisions(data_dir: str, model_dir: str, settings: Settings,
     ``predictions`` of an earlier call on the same files and model skip the scan (another policy)."""
     from hpcguard.connectors.recorded import load_sensor_grid
     from hpcguard.models.decision_trace import decide_trace
-    from hpcguard.streams.decisions import hot_spares, policy_for
+    from hpcguard.models.labels import node_fail_labels
+    from hpcguard.streams.decisions import budget_for, hot_spares, policy_for
     from hpcguard.streams.predictors import load_predictor
 
     predictor = load_predictor(model_dir)
     if predictor is None:
         raise ValueError("a model directory is required")
     w = settings.worker
+    make_budget = budget_for(settings, predictor)
     grid = load_sensor_grid(data_dir, grid_s=w.grid_s, settings=settings)
-    preds = predictions if predictions is not None else offline_predictions(
-        grid.values, grid.t0, grid.grid_s, list(grid.nodes), predictor, int(round(w.window_minutes * 60 / w.grid_s)))
-    actions = decide_trace(preds, load_job_events(data_dir), grid.nodes, policy_for(settings), predictor,
+    if predictions is None:
+        predictions = offline_predictions(grid.values, grid.t0, grid.grid_s, list(grid.nodes), predictor,
+                                          int(round(w.window_minutes * 60 / w.grid_s)))
+    # the budget judges votes it has scores for (offline_predictions after budget_for): not a caller's fixed verdicts
+    scored = make_budget is not None and any("score" in p for p in predictions)
+    labels = judge_with_budget(predictions, settings.topics.partitions, make_budget) if scored else []
+    preds = predictions
+    jobs = load_job_events(data_dir)
+    labels += [label for event in jobs for label in node_fail_labels(event)]  # the jobs agent's: Slurm's word
+    actions = decide_trace(preds, jobs, grid.nodes, policy_for(settings), predictor,
                            quiet_s=60.0 * settings.policy.quiet_minutes, hot_spares=hot_spares(settings))
-    return {"predictions": preds, "actions": actions}
+    return {"predictions": preds, "actions": actions, "labels": labels}
 
 
 def compare(offline: dict[str, list[dict]], online: dict[str, list[dict]], limit: int = 50) -> dict[str, Any]:
@@ -115,6 +143,10 @@ def compare(offline: dict[str, list[dict]], online: dict[str, list[dict]], limit
     def pending(n: str, t: float) -> bool:
         return t > last_on.get(n, float("-inf"))
 
+    # the false-alarm budget's threshold each verdict met (worker.false_alarms), where both sides have one
+    off_t = {key(p): p["threshold"] for p in offline["predictions"] if p.get("threshold") is not None}
+    on_t = {key(p): (p.get("detail") or {}).get("budget", {}).get("threshold") for p in online["predictions"]}
+    threshold_differs = sorted(k for k in set(off_t) & set(on_t) if off_t[k] != on_t[k])  # None: not budgeted
     pend = sorted(k for k in set(off_p) - set(on_p) if pending(*k))
     only_off = sorted(set(off_p) - set(on_p) - set(pend))
     only_on = sorted(set(on_p) - set(off_p))
@@ -132,20 +164,33 @@ def compare(offline: dict[str, list[dict]], online: dict[str, list[dict]], limit
               "offline_warnings": sum(off_p.values()), "online_warnings": sum(on_p.values()),
               "predictions_only_offline": len(only_off), "predictions_only_online": len(only_on),
               "pending_at_end": len(pend),
-              "warn_differs": len(differs),
+              "warn_differs": len(differs), "threshold_differs": len(threshold_differs),
+              "budgeted_predictions": len(off_t),
               "offline_actions": len(off_a), "online_actions": len(on_a),
               "actions_only_offline": len(set(off_a) - set(on_a)), "actions_only_online": len(set(on_a) - set(off_a))}
-    counts["identical"] = not (differs or set(off_a) ^ set(on_a)) and not (
+    # labels (hpcguard.labels) by id and what they say; a label whose horizon the stream never passed is not out yet
+    def label_key(x):
+        return (x["label_id"], x.get("outcome"), x.get("end"), x.get("failure_time"))
+
+    off_l = {label_key(x) for x in offline.get("labels", [])}
+    on_l = {label_key(x) for x in online.get("labels", [])}
+    counts.update(offline_labels=len(off_l), online_labels=len(on_l), labels_only_online=len(on_l - off_l),
+                  labels_only_offline=len(off_l - on_l))
+    counts["identical"] = not (differs or threshold_differs or on_l - off_l or set(off_a) ^ set(on_a)) and not (
         [k for k in only_off if off_p[k]] or [k for k in only_on if on_p[k]])
     return {"counts": counts,
             "warn_differs": [{"node": n, "sample_time": t, "offline": off_p[(n, t)], "online": on_p[(n, t)]}
                              for n, t in differs[:limit]],
+            "threshold_differs": [{"node": n, "sample_time": t, "offline": off_t[(n, t)], "online": on_t[(n, t)]}
+                                  for n, t in threshold_differs[:limit]],
             "predictions_only_offline": [{"node": n, "sample_time": t, "warn": off_p[(n, t)]}
                                          for n, t in only_off[:limit]],
             "predictions_only_online": [{"node": n, "sample_time": t, "warn": on_p[(n, t)]}
                                         for n, t in only_on[:limit]],
             "actions_only_offline": [brief(off_a[i]) for i in sorted(set(off_a) - set(on_a))[:limit]],
-            "actions_only_online": [brief(on_a[i]) for i in sorted(set(on_a) - set(off_a))[:limit]]}
+            "actions_only_online": [brief(on_a[i]) for i in sorted(set(on_a) - set(off_a))[:limit]],
+            "labels_only_online": sorted(on_l - off_l, key=str)[:limit],
+            "labels_only_offline": sorted(off_l - on_l, key=str)[:limit]}
 
 
 def evaluate_online_run(data: str, model: str, workers: int = 1, speed: Optional[float] = None,
@@ -187,13 +232,15 @@ def evaluate_online_run(data: str, model: str, workers: int = 1, speed: Optional
                            groups=groups)
         topics = run["topics"]
         online = {"predictions": [p for p, _ in read_topic(settings.kafka, topics.predictions)],
-                  "actions": [a for a, _ in read_topic(settings.kafka, topics.actions)]}
+                  "actions": [a for a, _ in read_topic(settings.kafka, topics.actions)],
+                  "labels": [x for x, _ in read_topic(settings.kafka, topics.labels)]}
     finally:
         if broker is not None:
             broker.stop()
     offline = offline_decisions(data, model, settings)
     report = compare(offline, online)
     report["run"] = {"data": data, "model": model, "workers": workers, "speed": speed, "workdir": str(work),
+                     "prefix": settings.topics.prefix,
                      "replayed": run["replayed"], "elapsed_s": round(run["elapsed"], 1)}
     return report
 

@@ -92,9 +92,12 @@ def sacct_jobs(path: str | Path) -> list[dict]:
     return list(jobs.values())
 
 
-def shadow_report(settings: Settings, failures: str | Path, sacct: str | Path | None = None,
+def shadow_report(settings: Settings, failures: str | Path | None, sacct: str | Path | None = None,
                   data: str | Path | None = None, budget: float = 2.0, timeout_ms: int = 3000) -> dict[str, Any]:
-    """What a shadow worker on ``settings.kafka`` / ``settings.topics`` published, scored.
+    """What a shadow worker on ``settings.kafka`` / ``settings.topics`` published, scored against
+    ``failures`` (a ``failures.csv``), or without one against the failures the workers recognised
+    (``hpcguard.labels``: silences, ``NODE_FAIL`` jobs, merged as ``hpcguard label`` merges them;
+    ``labels_source`` says which).
 
     Returns :func:`~hpcguard.models.shadow.shadow_summary`'s figures plus ``savings`` (node-hours
     would-have-saved / spent / net with 95 % intervals and by kind; ``None`` without jobs) and
@@ -103,15 +106,21 @@ def shadow_report(settings: Settings, failures: str | Path, sacct: str | Path | 
     from hpcguard.simulators.pipeline_run import read_topic
     from hpcguard.streams.topics import TopicNames
 
-    labels = load_failure_labels(failures)
     topics = TopicNames.from_settings(settings.topics)
     k = settings.kafka
+    if failures is not None:
+        labels, source = load_failure_labels(failures), str(failures)
+    else:
+        from hpcguard.models.labels import merge_stream_labels
+
+        labels, source = merge_stream_labels([x for x, _ in read_topic(k, topics.labels, timeout_ms)]), topics.labels
     predictions = [p for p, _ in read_topic(k, topics.predictions, timeout_ms)]
     actions = [a for a, _ in read_topic(k, topics.actions, timeout_ms)]
     acks = [a for a, _ in read_topic(k, topics.acks, timeout_ms)]
     horizon_s = 60.0 * settings.policy.quiet_minutes
     summary = shadow_summary(predictions, actions, acks, labels, grid_s=settings.worker.grid_s, budget=budget)
     summary["topics"] = {"predictions": topics.predictions, "actions": topics.actions, "acks": topics.acks}
+    summary["labels_source"] = source
     summary["savings"] = None
     jobs = sacct_jobs(sacct) if sacct else None
     if jobs is None and data:

@@ -133,7 +133,10 @@ def write_ipmi_node(path: str, node: str, start: float, readings: np.ndarray, up
 def _write_polls(path: str, table: np.ndarray, poll: str, ok: Sequence[str], missing_line: Sequence[str],
                  tail: str) -> None:
     """Poll blocks from ``table`` rows ``(second, ms, reading...)``: ``poll``, one line per sensor
-    (``ok[i]`` with its %-format, ``missing_line[i]`` for a NaN reading), then ``tail``."""
+    (``ok[i]`` with its %-format, ``missing_line[i]`` for a NaN reading), then ``tail``.  No rows, no
+    file: an empty log is no format a reader knows (a node whose BMC never answered has none)."""
+    if not len(table):
+        return
     vals = table[:, 2:]
     full = poll + "".join(ok) + tail
     parts, prev = [], 0
@@ -268,19 +271,20 @@ def write_recording(tel: Any, out_dir: str, altheader: bool = False, io: bool = 
         readings = tel.ipmi[n][:, tel.ipmi_columns(n)]
         if gen is None:  # classic
             name = f"ipmi/{node}.csv"
-            write_ipmi_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n], tel.ipmi_ms[n],
-                            IPMI_SENSORS, IPMI_DISCRETE)
+            polls = write_ipmi_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n],
+                                    tel.ipmi_ms[n], IPMI_SENSORS, IPMI_DISCRETE)
         elif gen.format == "freeipmi-csv":
             name = f"ipmi/{node}.csv"
             sensors = [(i + 1, s[1], s[2], s[3]) for i, s in enumerate(gen.sensors)]
             discrete = [(len(sensors) + i + 1, d[0], "OEM Reserved", "N/A", d[2]) for i, d in enumerate(gen.discrete)]
-            write_ipmi_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n], tel.ipmi_ms[n],
-                            sensors, discrete)
+            polls = write_ipmi_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n],
+                                    tel.ipmi_ms[n], sensors, discrete)
         else:
             name = f"ipmi/{node}.txt"
-            write_ipmitool_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n], tel.ipmi_ms[n],
-                                gen.sensors, gen.discrete)
-        files.append(name)
+            polls = write_ipmitool_node(os.path.join(out_dir, name), node, tel.start, readings, ipmi_up[n],
+                                        tel.ipmi_ms[n], gen.sensors, gen.discrete)
+        if polls:
+            files.append(name)
     with open(os.path.join(out_dir, "slurm", "sacct.txt"), "w") as fh:
         fh.write(sacct_text(tel.jobs, tel.start))
     files.append("slurm/sacct.txt")

@@ -8,7 +8,8 @@ since the job stream last moved) waits until the job
 stream's watermark has passed an event time, so a decision reads the jobs *at its sample
 time*.  This agent checks each job event at the door (bad ones are dead-lettered), applies
 it to this worker's view at once, re-publishes it keyed by node (``internal.node-jobs``)
-and publishes a job's periodic checkpoint plan at its start (``checkpoint.plans``).
+and publishes a job's periodic checkpoint plan at its start (``checkpoint.plans``) and, for a job that
+ended ``NODE_FAIL``, a failure label per node (``labels``; at least once, by ``label_id``).
 CanarIO reads jobs (and their scripts) from the view's timeline at its windows' times.
 
 ``internal.cluster`` (nodes' first sample times, warning episodes) is read whole by every
@@ -21,6 +22,7 @@ from __future__ import annotations
 import faust
 
 from hpcguard.models.jobs import PROGRESS
+from hpcguard.models.labels import node_fail_labels
 from hpcguard.streams import metrics
 from hpcguard.streams.topics import out
 
@@ -40,7 +42,7 @@ def check_cluster_record(app: faust.App, kind: str, raw: bytes) -> dict:
 def register(app: faust.App) -> None:
     hpc = app.hpc
     pipe, door, view = hpc.pipeline, hpc.plumbing, hpc.cluster
-    node_jobs, plans = out(app, "node_jobs"), out(app, "plans")
+    node_jobs, plans, labels = out(app, "node_jobs"), out(app, "plans"), out(app, "labels")
     inventory = door.inventory
 
     def machine_nodes(t: float) -> int:
@@ -83,6 +85,9 @@ def register(app: faust.App) -> None:
                     job_id = event["job_id"]
                     for node in event.get("nodes") or []:
                         door.publish(node_jobs, node, event)
+                    for label in node_fail_labels(event):  # Slurm's word that a node failed
+                        metrics.LABELS.labels("failure", "node_fail").inc()
+                        door.publish(labels, label["node"], {**label, "v": 1})
                     if event["event"] == "start" and pipe.plan is not None and event.get("time_limit_s"):
                         plan = pipe.plan(event, max(machine_nodes(event["time"]), len(event.get("nodes") or [])))
                         door.publish(plans, job_id, {**plan, "time": event["time"], "v": 1})

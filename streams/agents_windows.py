@@ -16,6 +16,13 @@ Idleness runs on a :class:`~hpcguard.streams.liveness.StreamClock`: a source is 
 it is quiet while the stream moves; while nothing arrives at all (broker down or frozen),
 no source goes idle.
 
+The false-alarm budget (``worker.false_alarms``, issue 56): each input partition's
+:class:`~hpcguard.models.budget_epochs.EpochBudget` judges its nodes' LSTM votes in event time
+(one controller per partition, so any number of workers judges alike); the threshold and the
+score go into the prediction's ``detail.budget``.  Its state goes to the same changelog as the
+batch's judged votes (a delta per partition and batch, a snapshot now and then); after a kill,
+the predictions read back past the mark are judged again (judging a vote twice changes nothing).
+
 Exactly once across a kill -9 (``streams/output_log.py``): a batch's predictions are
 delivered before the touched grids (with the input offsets they hold) and the partition's
 mark go to the ``node-grids`` changelog; after a restart, redelivered samples a grid holds
@@ -32,15 +39,20 @@ import math
 import faust
 import numpy as np
 
+from hpcguard.models.budget_epochs import EpochBudget, judge
 from hpcguard.models.features import CANONICAL_SENSORS, memory_in_use
 from hpcguard.models.grid import NodeGrid
 from hpcguard.streams import metrics
+from hpcguard.streams.decisions import budget_for
 from hpcguard.streams.delta_log import DeltaLog
 from hpcguard.streams.liveness import backlogged
 from hpcguard.streams.output_log import OutputLog, deliver
 from hpcguard.streams.topics import out
 
 BATCH, WITHIN_S = 2000, 0.2  # per-batch work (grid changelog writes, backlog check) is amortised over more samples
+# a budget's state holds every node's recent votes: snapshot it when an epoch starts (so that replaying its deltas
+# never starts one: what an epoch start finds depends on the grids then), else rarely
+BUDGET_SNAPSHOT_EVERY = 4096
 
 
 def register(app: faust.App) -> None:
@@ -56,11 +68,16 @@ def register(app: faust.App) -> None:
     partition_of: dict[str, int] = {}  # node → input partition (= its changelog partition)
     emitted: dict[str, float] = {}  # node → newest prediction time published
     changelog = DeltaLog(hpc.tables.grids)  # per node and batch: what changed, with the input offsets
-    predictions, cluster_topic = out(app, "predictions"), out(app, "cluster")
+    predictions, cluster_topic, labels_topic = out(app, "predictions"), out(app, "cluster"), out(app, "labels")
     outputs = OutputLog(app, hpc.tables.grids, hpc.names.predictions)
     sources = tuple(w.grid_sources)
     clock = hpc.stream_clock
     lock = asyncio.Lock()  # the batch agent and the idle timer: publish-then-persist never interleaves
+    make_budget = budget_for(hpc.settings, predictor)  # None: the model's fixed threshold
+    budgets: dict[int, EpochBudget] = {}  # input partition → its false-alarm budget
+    judged: dict[int, list[list]] = {}  # input partition → [node, time, score] judged since its last changelog record
+    new_epoch: set[int] = set()  # input partitions whose budget entered a new epoch since their last changelog record
+    budget_log = DeltaLog(hpc.tables.grids, every=BUDGET_SNAPSHOT_EVERY)
 
     inputs = (hpc.names.samples_ipmi, hpc.names.samples_os)
 
@@ -82,13 +99,57 @@ def register(app: faust.App) -> None:
             applied[node] = dict(([state, *deltas][-1] or {}).get("applied", {}))
         return g
 
+    def budget_of(partition: int) -> EpochBudget:
+        """The partition's budget: as its changelog left it (snapshot, then each batch's judged votes), or new."""
+        budget = budgets.get(partition)
+        if budget is None:
+            snapshot, deltas = budget_log.load(f"~budget~{partition}")
+            budget = EpochBudget.from_state(snapshot["state"]) if snapshot else make_budget()
+            for delta in deltas:
+                for node, t, score in delta["judged"]:
+                    budget.observe(node, t, math.nan if score is None else score)
+            budget.take_labels()  # published before their votes reached the changelog
+            budget.held_until = held_until
+            budgets[partition] = budget
+        return budget
+
+    def held_until(node: str) -> float | None:
+        return grid_of(node).held_until()  # after a restart: as the changelog left the node's grid
+
+    def judge_vote(partition: int, node: str, t: float, score: float | None) -> tuple[bool, dict]:
+        """Warn or not under the partition's budget; the ``detail.budget`` the prediction carries."""
+        score = None if score is None or score != score else float(score)
+        budget = budget_of(partition)
+        epoch = budget.epoch
+        warn, threshold = judge(budget, node, t, score)
+        if budget.epoch != epoch:
+            new_epoch.add(partition)
+        judged.setdefault(partition, []).append([node, t, score])
+        metrics.VOTE_THRESHOLD.labels(str(partition)).set(budget.threshold)
+        metrics.BUDGET_NODE_DAYS.labels(str(partition)).set(budget.controller.node_days)
+        return warn, {"partition": partition, "threshold": threshold, "score": score}
+
+    def label_records(partition: int, labels: list[dict]) -> list[dict]:
+        """``hpcguard.labels`` records of a budget's new labels (a label found again after a kill -9 has the
+        same ``label_id``)."""
+        for label in labels:
+            metrics.LABELS.labels(label["kind"], label.get("outcome", label.get("source", ""))).inc()
+        return [{**label, "partition": partition, "model": predictor.name, "model_version": predictor.version,
+                 "v": 1} for label in labels]
+
     async def resume(partitions: set[int]) -> None:
         """Learn the steps published after each partition's mark (first batch of a partition only)."""
         for partition in partitions:
+            again = []
             for rec in await outputs.resume(partition):
                 node, t = rec.get("node"), rec.get("time")
                 if rec.get("model") == predictor.name and isinstance(node, str) and isinstance(t, (int, float)):
                     emitted[node] = max(emitted.get(node, -math.inf), float(t))
+                    b = (rec.get("detail") or {}).get("budget")
+                    if make_budget and isinstance(b, dict) and b.get("partition") == partition:
+                        again.append((float(t), node, b.get("score")))
+            for t, node, score in sorted(again):  # published, maybe not yet in the changelog: judged again
+                judge_vote(partition, node, t, score)
 
     def ready(node: str, closed: list[float], ingested: float | None) -> list[tuple]:
         """The closed steps with enough history and not yet published, with their windows (taken now)."""
@@ -108,13 +169,20 @@ def register(app: faust.App) -> None:
         for (node, step_time, ingested, _), v, mem in zip(due, verdicts, memory):
             step_end = step_time + w.grid_s
             emitted[node] = max(emitted.get(node, -math.inf), step_end)
-            metrics.PREDICTIONS.labels(predictor.name, "warn" if v.warn else "ok").inc()
+            warn, detail = v.warn, v.detail
+            if make_budget:
+                warn, budget = judge_vote(partition_of[node], node, step_end, v.score)
+                detail = {**detail, "budget": budget}
+            metrics.PREDICTIONS.labels(predictor.name, "warn" if warn else "ok").inc()
             items.append((node, {
                 "node": node, "time": step_end, "model": predictor.name, "model_version": predictor.version,
-                "failure_probability": v.failure_probability, "warn": v.warn, "lead_minutes": v.lead_minutes,
+                "failure_probability": v.failure_probability, "warn": warn, "lead_minutes": v.lead_minutes,
                 "network_probabilities": v.network_probabilities, "vote": v.vote, "sample_time": step_end,
-                "ingest_time": ingested, "detail": v.detail, "mem_usage_percent": mem, "v": 1}))
+                "ingest_time": ingested, "detail": detail, "mem_usage_percent": mem, "v": 1}))
         outputs.sent(await deliver(app, predictions, items))
+        if make_budget:  # delivered before the judged votes that found them are persisted
+            await deliver(app, labels_topic, [(label["node"], label) for p in sorted(budgets)
+                                              for label in label_records(p, budgets[p].take_labels())])
 
     def grid_record(node: str, whole: bool) -> dict:
         """What the node's grid changed since its last record (or all of it), with the input offsets it holds."""
@@ -123,11 +191,18 @@ def register(app: faust.App) -> None:
         return {**(g.to_state() if whole else delta), "applied": dict(applied[node])}  # a copy: table.data keeps it
 
     def persist(nodes) -> None:
-        """The nodes' grid changes (with their input offsets), then their partitions' marks, to the changelog."""
+        """The nodes' grid changes (with their input offsets) and the budgets' judged votes, then their
+        partitions' marks, to the changelog."""
         for node in nodes:
             changelog.write(partition_of[node], node, lambda whole, node=node: grid_record(node, whole))
-        for partition in {partition_of[node] for node in nodes}:
+        for partition, votes in judged.items():
+            budget_log.write(partition, f"~budget~{partition}", lambda whole, p=partition, votes=votes:
+                             {"state": budgets[p].to_state()} if whole else {"judged": votes},
+                             whole=partition in new_epoch)
+        for partition in {partition_of[node] for node in nodes} | set(judged):
             outputs.mark(partition)
+        judged.clear()
+        new_epoch.clear()
 
     @app.on_partitions_revoked.connect
     async def forget(sender, revoked, **kwargs) -> None:
@@ -138,6 +213,10 @@ def register(app: faust.App) -> None:
             partition_of.clear()
             emitted.clear()
             changelog.forget()
+            budgets.clear()
+            judged.clear()
+            new_epoch.clear()
+            budget_log.forget()
             outputs.forget()
 
     @app.agent(hpc.raw(hpc.names.samples_ipmi, hpc.names.samples_os), name="node-windows")

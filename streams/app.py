@@ -111,7 +111,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
         pipeline=pipeline, settings=s, names=t,
         topics=SimpleNamespace(**{a: raw(getattr(t, a)) for a in (
             "samples_ipmi", "samples_os", "samples_io", "jobs", "probes", "predictions", "io_degradation",
-            "actions", "acks", "dlq", "raw_ipmi", "raw_slurm", "node_jobs", "plans", "cluster")}),
+            "actions", "acks", "dlq", "raw_ipmi", "raw_slurm", "node_jobs", "plans", "cluster", "labels")}),
         raw=raw,
         plumbing=Plumbing(dlq=raw(t.dlq), limits=DoorLimits.from_settings(s.door),
                           inventory=inventory, outbox=pipeline.outbox),

@@ -48,6 +48,27 @@ def policy_for(settings: Settings) -> Callable[[dict, dict | None, Any, Any], li
     return policy
 
 
+def budget_for(settings: Settings, predictor: Any) -> Callable[[], Any] | None:
+    """A factory of the per-partition false-alarm budget (:class:`~hpcguard.models.budget_epochs.EpochBudget`)
+    ``worker.false_alarms`` asks for, starting at the model's threshold; ``None`` when the budget is off or
+    the predictor's warnings are not one threshold on one score (the baseline, a unanimous vote)."""
+    from hpcguard.models.budget import BudgetController
+    from hpcguard.models.budget_epochs import EpochBudget
+
+    w = settings.worker
+    if w.false_alarms <= 0 or not getattr(predictor, "budgetable", False):
+        return None
+    if predictor.score_floor is None:
+        # the lowest threshold the controller sets (its floor, or the model's own while it warms up)
+        predictor.score_floor = min(BudgetController().floor, predictor.threshold)
+
+    def make() -> EpochBudget:
+        return EpochBudget(budget=w.false_alarms, initial=predictor.threshold, epoch_s=60.0 * w.budget_epoch_minutes,
+                           silence_s=w.budget_silence_s, step_s=w.grid_s, warmup_node_days=w.budget_warmup_node_days)
+
+    return make
+
+
 def hot_spares(settings: Settings) -> list[str]:
     """The site's hot spares (``policy.hot_spares``, a Slurm hostlist): nodes no batch job takes."""
     from hpcguard.connectors.hostlist import expand_hostlist

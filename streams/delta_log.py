@@ -61,13 +61,14 @@ class DeltaLog:
         self.seq[key], self.base[key], self.stale[key] = k, base, stale
         return snapshot, deltas
 
-    def write(self, partition: int, key: str, state: Callable[[bool], dict]) -> None:
+    def write(self, partition: int, key: str, state: Callable[[bool], dict], whole: bool = False) -> None:
         """Write ``key``'s next record to ``partition``: ``state(False)``, the delta since the last
-        record, or when a snapshot is due ``state(True)``, the whole state (called once either way)."""
+        record, or when a snapshot is due (or ``whole``) ``state(True)``, the whole state (called once
+        either way)."""
         every = self.every or SNAPSHOT_EVERY
         base, k = self.base.get(key, 0), self.seq.get(key, 0) + 1
         self.seq[key] = k
-        if k - base < every:
+        if k - base < every and not whole:
             self.store(partition, delta_key(key, k), state(False))
             return
         self.store(partition, key, {**state(True), "seq": k})

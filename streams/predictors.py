@@ -29,6 +29,7 @@ class Verdict:
     network_probabilities: list[float]
     vote: str
     detail: dict[str, Any]
+    score: float | None = None  # what a budgeted threshold is compared with (EnsemblePredictor.score_floor)
 
 
 class BaselinePredictor:
@@ -67,16 +68,28 @@ class EnsemblePredictor:
         self.fpr = metadata.get("metrics", {}).get("lstm", {}).get("fpr")  # measured at training (UC in reasons)
         self.history_steps = ensemble.history_steps
         self.features = ensemble.feature_set.name
+        self.threshold = float(ensemble.threshold)  # the model's own: a budget controller's starting point
+        # set (the controller's floor) when a false-alarm budget moves the threshold: each verdict then
+        # carries the online vote the threshold is compared with (FailureEnsemble.vote_score)
+        self.score_floor: float | None = None
+
+    @property
+    def budgetable(self) -> bool:
+        """Whether a threshold on one score decides the warnings (the LSTM vote), so a budget can move it."""
+        return getattr(self.ensemble, "vote", "lstm") == "lstm"
 
     def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
         started = time.perf_counter()
         out = self.ensemble.predict_windows(windows)
+        scores = [None] * len(nodes)
+        if self.score_floor is not None and self.budgetable:
+            scores = self.ensemble.vote_score(windows, out.vote_probability, self.score_floor).tolist()
         metrics.INFERENCE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
         vote = getattr(self.ensemble, "vote_name", "lstm")
         return [Verdict(failure_probability=float(out.vote_probability[i]), warn=bool(out.warn[i]),
                         lead_minutes=float(out.lead_minutes[i]),
                         network_probabilities=[round(float(p), 6) for p in out.network_probabilities[i]],
-                        vote=vote, detail={"features": self.features}) for i in range(len(nodes))]
+                        vote=vote, detail={"features": self.features}, score=scores[i]) for i in range(len(nodes))]
 
 
 def load_predictor(model_dir: str | None) -> BaselinePredictor | EnsemblePredictor | None:

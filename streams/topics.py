@@ -16,6 +16,7 @@
 | raw.slurm | job | RawLine (sacct --parsable2 rows) |
 | raw.probes | probe | RawLine (probe log rows) |
 | checkpoint.plans | job | periodic checkpoint plan (aware interval) published at job start |
+| labels | node | FailureLabel: failures recognised from silences, warning episodes resolved true/false |
 | internal.node-jobs | node | job events re-keyed by node (worker-internal) |
 | internal.cluster | node | nodes' first sample times and warning episodes (every worker reads all of it) |
 | internal.probes | system | probe results re-keyed by file system (its IO worker owns them) |
@@ -47,6 +48,7 @@ CANONICAL = {
     "cluster": "internal.cluster",
     "probes_fs": "internal.probes",
     "plans": "checkpoint.plans",
+    "labels": "labels",
 }
 
 
@@ -69,6 +71,7 @@ class TopicNames:
     cluster: str
     plans: str
     probes_fs: str
+    labels: str
     ldms: tuple[str, ...]
 
     @classmethod

@@ -346,3 +346,16 @@ def test_a_poll_delivered_after_faust_stops_fetching_never_fills_an_agent_buffer
     for _ in range(app.conf.broker_max_poll_records - 1):  # the rest of that poll is delivered
         assert not queue.full()
         queue.put_nowait(object())
+
+
+def test_a_node_fail_job_end_labels_its_nodes_for_the_stream(tmp_path):
+    """Slurm's word on hpcguard.labels: a job that ended NODE_FAIL names its nodes (the allocation shares
+    the evidence); a job that completed names none."""
+    app, box = make_app(tmp_path, {"jobs"})
+    ends = [(j, {"job_id": j, "event": "end", "time": T0 + 600, "nodes": nodes, "num_nodes": len(nodes),
+                 "state": state, "v": 1}) for j, nodes, state in (("7", ["n1", "n2"], "NODE_FAIL"),
+                                                                     ("8", ["n3"], "COMPLETED"))]
+    asyncio.run(feed(app, "jobs", ends))
+    labels = [v for topic, _, v in box if topic.endswith(".labels")]
+    assert [(x["node"], x["time"], x["source"], x["confidence"], x["label_id"]) for x in labels] == [
+        ("n1", T0 + 600, "node_fail", 0.4, "node_fail:7:n1"), ("n2", T0 + 600, "node_fail", 0.4, "node_fail:7:n2")]

@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,9 @@ def recording(root):
 
 
 def test_merged_in_time_order_with_topics(tmp_path):
-    items = list(iter_recorded([recording(tmp_path)], topics=TopicSettings(prefix="site")))
+    rec = recording(tmp_path)
+    (Path(rec) / "ipmi" / "n009.csv").write_text("")  # a BMC that never answered: an empty log, said as such
+    items = list(iter_recorded([rec], topics=TopicSettings(prefix="site")))
     msgs = [m for m in items if isinstance(m, RawMessage)]
     times = [m.time for m in msgs]
     assert times == sorted(times)
@@ -47,7 +50,8 @@ def test_merged_in_time_order_with_topics(tmp_path):
     assert slurm == [("submit", "7", 5.0), ("submit", "8", 10.0), ("start", "8", 12.0), ("start", "7", 20.0),
                      ("end", "7", 60.0)]
     rejected = sorted((r.source, r.line, r.kind) for r in items if isinstance(r, Rejected))
-    assert rejected == [("ldms/procnetdev.csv", 6, "bad_number"), ("notes.txt", None, "unknown_format")]
+    assert rejected == [("ipmi/n009.csv", None, "empty_file"), ("ldms/procnetdev.csv", 6, "bad_number"),
+                        ("notes.txt", None, "unknown_format")]
     ipmi = next(m for m in msgs if m.topic == "site.raw.ipmi")
     assert ipmi.value["source"] == "ipmi/n001.csv:1" and ipmi.key == "n001"
     ldms = next(m for m in msgs if m.topic == "ldms.procnetdev")

@@ -343,6 +343,35 @@ class FailureEnsemble:
         latest = self.vote_probabilities(self.network_probabilities(self._features(w, 0)))
         return np.where(_node_down(w), np.nan, self._lowest_vote(w, latest))
 
+    def vote_score(self, windows: np.ndarray, latest: np.ndarray, floor: float) -> np.ndarray:
+        """:meth:`online_vote` where it reaches ``floor``, from the latest histories' votes ``latest``
+        (``vote_probability`` of :meth:`predict_windows`); below ``floor`` some vote under it.
+
+        Earlier histories are scored only for the rows still at or above ``floor``, so each row's
+        value depends on that row alone (not on the batch it came in): a threshold never below
+        ``floor`` (the budget controller's) warns where :meth:`online_vote` would.  NaN where the
+        history holds a step with no sensor.
+
+        >>> import numpy as np
+        >>> ens = FailureEnsemble.untrained(seed=0)
+        >>> ens.persistence = 2
+        >>> w = np.random.default_rng(0).normal(size=(5, ens.history_steps, 10))
+        >>> latest = ens.predict_windows(w).vote_probability
+        >>> s, exact = ens.vote_score(w, latest, floor=0.0), ens.online_vote(w)
+        >>> bool(np.allclose(s, exact)), bool(np.allclose(ens.vote_score(w[:2], latest[:2], 0.0), s[:2]))
+        (True, True)
+        """
+        w = np.asarray(windows, dtype=float)
+        low = np.asarray(latest, float).copy()
+        rows = np.flatnonzero(low >= floor)
+        for back in range(1, self.persistence):   # earlier histories, latest first, only where it matters
+            if rows.size == 0:
+                break
+            earlier = self.vote_probabilities(self.network_probabilities(self._features(w[rows], back)))
+            low[rows] = np.minimum(low[rows], earlier)
+            rows = rows[low[rows] >= floor]
+        return np.where(_node_down(w), np.nan, low)
+
     def series_votes(self, series: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """:meth:`online_vote` of the histories of one node's ``(steps, S)`` series that end
         (exclusive) at ``ends``, each window's features computed once however many networks
