@@ -77,6 +77,10 @@ def register(app: faust.App) -> None:
     budgets: dict[int, EpochBudget] = {}  # input partition → its false-alarm budget
     judged: dict[int, list[list]] = {}  # input partition → [node, time, score] judged since its last changelog record
     new_epoch: set[int] = set()  # input partitions whose budget entered a new epoch since their last changelog record
+    # node → {step end: latest vote} of its last persistence − 1 steps: the budget's score reads them (a cache: the
+    # same values inferred again after a restart)
+    recent: dict[str, dict[float, float]] = {}
+    persistence = int(getattr(predictor, "persistence", 1))
     budget_log = DeltaLog(hpc.tables.grids, every=BUDGET_SNAPSHOT_EVERY)
 
     inputs = (hpc.names.samples_ipmi, hpc.names.samples_os)
@@ -163,7 +167,19 @@ def register(app: faust.App) -> None:
             return
         due.sort(key=lambda d: (d[1], d[0]))
         windows = np.stack([d[3] for d in due])
-        verdicts = predictor.predict([d[0] for d in due], windows)
+        if make_budget and persistence > 1:  # each node's previous votes: kept, or in this batch
+            row = {(node, t): i for i, (node, t, _, _) in enumerate(due)}
+            back = [[(node, t - w.grid_s * b) for b in range(1, persistence)] for node, t, _, _ in due]
+            earlier = np.array([[recent.get(n, {}).get(s + w.grid_s, np.nan) for n, s in keys] for keys in back])
+            rows = np.array([[row.get(k, -1) for k in keys] for keys in back], int)
+            verdicts = predictor.predict([d[0] for d in due], windows, earlier, rows)
+            for (node, t, _, _), v in zip(due, verdicts):
+                votes = recent.setdefault(node, {})
+                votes[t + w.grid_s] = v.failure_probability
+                for old in [s for s in votes if s <= t + w.grid_s * (1 - persistence)]:
+                    del votes[old]
+        else:
+            verdicts = predictor.predict([d[0] for d in due], windows)
         memory = memory_in_use(windows)
         items = []
         for (node, step_time, ingested, _), v, mem in zip(due, verdicts, memory):
@@ -216,6 +232,7 @@ def register(app: faust.App) -> None:
             budgets.clear()
             judged.clear()
             new_epoch.clear()
+            recent.clear()
             budget_log.forget()
             outputs.forget()
 

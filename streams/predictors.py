@@ -41,7 +41,7 @@ class BaselinePredictor:
         self.history_steps = detector.history_steps
         self.fpr: float | None = None
 
-    def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
+    def predict(self, nodes: list[str], windows: np.ndarray, earlier: np.ndarray | None = None) -> list[Verdict]:
         started = time.perf_counter()
         scores = self.detector.score_many(windows)
         warn = self.detector.predict_many(windows)
@@ -74,16 +74,26 @@ class EnsemblePredictor:
         self.score_floor: float | None = None
 
     @property
+    def persistence(self) -> int:
+        return int(getattr(self.ensemble, "persistence", 1))
+
+    @property
     def budgetable(self) -> bool:
         """Whether a threshold on one score decides the warnings (the LSTM vote), so a budget can move it."""
         return getattr(self.ensemble, "vote", "lstm") == "lstm"
 
-    def predict(self, nodes: list[str], windows: np.ndarray) -> list[Verdict]:
+    def predict(self, nodes: list[str], windows: np.ndarray, earlier: np.ndarray | None = None,
+                earlier_rows: np.ndarray | None = None) -> list[Verdict]:
+        """``earlier``/``earlier_rows``: the latest votes (``failure_probability``) of each node's
+        ``persistence − 1`` previous steps the caller has, or the rows of this call that give them
+        (``FailureEnsemble.predict_scored``), so the budget's score does not infer them again."""
         started = time.perf_counter()
-        out = self.ensemble.predict_windows(windows)
         scores = [None] * len(nodes)
         if self.score_floor is not None and self.budgetable:
-            scores = self.ensemble.vote_score(windows, out.vote_probability, self.score_floor).tolist()
+            out, score = self.ensemble.predict_scored(windows, self.score_floor, earlier, earlier_rows)
+            scores = score.tolist()
+        else:
+            out = self.ensemble.predict_windows(windows)
         metrics.INFERENCE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
         vote = getattr(self.ensemble, "vote_name", "lstm")
         return [Verdict(failure_probability=float(out.vote_probability[i]), warn=bool(out.warn[i]),

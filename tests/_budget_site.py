@@ -28,6 +28,7 @@ def budget_site(root: Path, nodes: int = 8, hours: float = 3.0, seed: int = 5) -
     data, model, config = root / "data", root / "model", root / "site.toml"
     simulate_telemetry(str(data), nodes=nodes, hours=hours, seed=seed)
     ens = FailureEnsemble.untrained(seed=0)
+    ens.persistence = 2  # as `train failure` sets it: the worker's score reuses each node's previous vote
     values = load_sensor_grid(str(data)).values
     h = ens.history_steps
     windows = np.lib.stride_tricks.sliding_window_view(np.nan_to_num(values, nan=50.0), h, axis=1)[:, ::7]

@@ -359,3 +359,31 @@ def test_a_node_fail_job_end_labels_its_nodes_for_the_stream(tmp_path):
     labels = [v for topic, _, v in box if topic.endswith(".labels")]
     assert [(x["node"], x["time"], x["source"], x["confidence"], x["label_id"]) for x in labels] == [
         ("n1", T0 + 600, "node_fail", 0.4, "node_fail:7:n1"), ("n2", T0 + 600, "node_fail", 0.4, "node_fail:7:n2")]
+
+
+def test_the_budget_score_reuses_each_nodes_previous_vote(tmp_path):
+    """With persistence 2 the budget's score is the lower of a step's vote and its previous step's: the windows
+    agent keeps each node's previous vote, so the networks read an earlier history only where it has none."""
+    from _budget_site import budget_site
+
+    data, model, _ = budget_site(tmp_path / "site", nodes=2, hours=0.5)
+    predictor = load_predictor(model)
+    ens = predictor.ensemble
+    assert ens.persistence == 2
+    app, box = make_app(tmp_path, {"windows"}, predictor)
+    app.conf.producer_linger = 0
+    inferred = []
+    features = ens._features
+
+    def counting(w, back):
+        if back:
+            inferred.append(len(w))
+        return features(w, back)
+
+    ens._features = counting
+    recs = [sample(n, T0 + 15 * k + 1) for k in range(60) for n in ("n1", "n2")]
+    asyncio.run(feed(app, "node-windows", recs))
+    preds = [v for topic, _, v in box if topic.endswith("predictions.node")]
+    scored = [p for p in preds if p["detail"]["budget"]["score"] is not None]
+    assert len(scored) > 40
+    assert sum(inferred) <= 2 * len(set(p["node"] for p in preds)) < len(scored)  # one per node's first steps

@@ -343,9 +343,44 @@ class FailureEnsemble:
         latest = self.vote_probabilities(self.network_probabilities(self._features(w, 0)))
         return np.where(_node_down(w), np.nan, self._lowest_vote(w, latest))
 
-    def vote_score(self, windows: np.ndarray, latest: np.ndarray, floor: float) -> np.ndarray:
+    def predict_scored(self, windows: np.ndarray, floor: float, earlier: np.ndarray | None = None,
+                       earlier_rows: np.ndarray | None = None) -> tuple[EnsembleOutput, np.ndarray]:
+        """:meth:`predict_windows` and :meth:`vote_score` in one pass, for a threshold that moves (never
+        below ``floor``): the warnings at the model's own threshold, and the scores.  ``earlier`` as in
+        :meth:`vote_score`; ``earlier_rows`` ``(N, persistence − 1)``: the row of this batch whose latest
+        vote is that earlier one (−1: none), for a node's consecutive steps judged together.
+
+        >>> import numpy as np
+        >>> ens = FailureEnsemble.untrained(seed=0)
+        >>> ens.persistence = 2
+        >>> x = np.random.default_rng(2).normal(size=(ens.history_steps + 3, 10))
+        >>> w = np.stack([x[k:k + ens.history_steps] for k in range(4)])     # one node's 4 consecutive steps
+        >>> out, score = ens.predict_scored(w, 0.0, earlier_rows=np.array([[-1], [0], [1], [2]]))
+        >>> bool(np.array_equal(score, ens.online_vote(w))), bool(np.array_equal(out.warn, ens.predict_windows(w).warn))
+        (True, True)
+        """
+        w = np.asarray(windows, dtype=float)
+        if w.ndim != 3 or w.shape[1] != self.history_steps:
+            raise ValueError(f"windows must be (N, {self.history_steps}, {len(self.sensors)}), got shape {w.shape}")
+        out = self.predict_batch(self._features(w, 0))
+        latest = np.asarray(out.vote_probability, float)
+        known = np.full((latest.size, max(self.persistence - 1, 0)), np.nan) if earlier is None else \
+            np.array(earlier, float)
+        if earlier_rows is not None and known.size:
+            rows = np.asarray(earlier_rows, int)
+            fill = np.isnan(known) & (rows >= 0)
+            known[fill] = latest[rows[fill]]
+        score = self.vote_score(w, latest, floor, known)
+        with np.errstate(invalid="ignore"):
+            warn = score >= self.threshold if self.vote == "lstm" else out.warn & ~_node_down(w)
+        return out._replace(warn=np.asarray(warn, bool)), score
+
+    def vote_score(self, windows: np.ndarray, latest: np.ndarray, floor: float,
+                   earlier: np.ndarray | None = None) -> np.ndarray:
         """:meth:`online_vote` where it reaches ``floor``, from the latest histories' votes ``latest``
         (``vote_probability`` of :meth:`predict_windows`); below ``floor`` some vote under it.
+        ``earlier`` ``(N, persistence − 1)``: the latest votes of the histories ending 1, 2… steps
+        before, where already known (NaN: not known); those are not scored again.
 
         Earlier histories are scored only for the rows still at or above ``floor``, so each row's
         value depends on that row alone (not on the batch it came in): a threshold never below
@@ -360,15 +395,24 @@ class FailureEnsemble:
         >>> s, exact = ens.vote_score(w, latest, floor=0.0), ens.online_vote(w)
         >>> bool(np.allclose(s, exact)), bool(np.allclose(ens.vote_score(w[:2], latest[:2], 0.0), s[:2]))
         (True, True)
+        >>> known = ens.vote_probabilities(ens.network_probabilities(ens._features(w, 1)))[:, None]
+        >>> bool(np.array_equal(ens.vote_score(w, latest, 0.0, earlier=known), s, equal_nan=True))
+        True
         """
         w = np.asarray(windows, dtype=float)
         low = np.asarray(latest, float).copy()
         rows = np.flatnonzero(low >= floor)
+        known = np.full((low.size, max(self.persistence - 1, 0)), np.nan) if earlier is None else \
+            np.asarray(earlier, float)
         for back in range(1, self.persistence):   # earlier histories, latest first, only where it matters
             if rows.size == 0:
                 break
-            earlier = self.vote_probabilities(self.network_probabilities(self._features(w[rows], back)))
-            low[rows] = np.minimum(low[rows], earlier)
+            votes = known[rows, back - 1]
+            todo = np.isnan(votes)
+            if todo.any():
+                votes = votes.copy()
+                votes[todo] = self.vote_probabilities(self.network_probabilities(self._features(w[rows[todo]], back)))
+            low[rows] = np.minimum(low[rows], votes)
             rows = rows[low[rows] >= floor]
         return np.where(_node_down(w), np.nan, low)
 
