@@ -1,12 +1,14 @@
-"""The budget controller as the worker can run it (``models/budget_epochs.py``: hourly thresholds, labels
+"""The budget controller as the worker runs it (``models/budget_epochs.py``: hourly thresholds, labels
 from silences) against the per-step controller with ground-truth labels, on randomised sites.
 
 Uses the models an ``hpcguard evaluate sites --out DIR`` run left in ``DIR/site-<seed>/model``,
 regenerates each site's test window (the same seed, nodes and hours), scans the online vote and
-scores four thresholds after the first streamed day: the model's fixed one, the per-step
-controller fed the simulator's failures (what ``evaluate sites`` reports), the epoch
-controller fed only what a stream sees, and that controller as the worker runs it: one per
-Kafka input partition (``--partitions``), each seeing only its nodes.
+scores after the first streamed day: the model's fixed threshold; the per-step controller fed the
+simulator's failures (what ``evaluate sites`` reports); ``epoch_silence``, the epoch controller fed
+the scan's votes only (a step whose history holds a down step has no vote there, so a node whose
+history shows one missing step looks silent for a whole history: false failures); and the worker,
+which publishes a verdict (without a score) for such a step, with one input partition and with
+``--partitions`` (one controller each, each seeing only its nodes).
 
     python benchmarks/epoch_budget_sites.py --sites-dir DIR --seeds 1100-1105 --nodes 64 \\
         --train-hours 48 --test-hours 72
@@ -23,24 +25,42 @@ from pathlib import Path
 import numpy as np
 
 from hpcguard.connectors.model_store import load_model
-from hpcguard.models.budget import BudgetController, replay
 from hpcguard.connectors.kafka import key_partition
+from hpcguard.models.budget import BudgetController, replay
 from hpcguard.models.budget_epochs import EpochBudget, epoch_scan, judge
 from hpcguard.models.failure.assessment import BURN_IN_S, scored_after
 from hpcguard.models.failure.evaluation import online_vote_scan
 from hpcguard.models.metrics import wilson_interval
 from hpcguard.simulators import failure_training as ft
+from hpcguard.simulators.parity import MIN_PRESENT
 from hpcguard.simulators.site_sweep import write_site
 
-ROWS = ("fixed", "per_step_truth", "epoch_silence", "worker_partitions")
+ROWS = ("fixed", "per_step_truth", "epoch_silence", "worker_one_partition", "worker_partitions")
 KEYS = ("precursor_warned_2min", "precursor_failures", "false_alarm_episodes", "node_days",
         "false_alarms_per_100_node_days")
 
 
-def partition_scan(votes, window_end_time, nodes, partitions: int, make_budget) -> dict:
+def judged_steps(values: np.ndarray, t0: float, grid_s: float, window_end_time, window_steps: int = 16) -> np.ndarray:
+    """``(nodes, scan steps)``: the steps the worker publishes a verdict for (``simulators.parity``'s rule: the
+    step holds a sample and ``MIN_PRESENT`` of its window does), its vote NaN where the history holds a step
+    with no sensor (the node was down or restarting).  Such a verdict keeps the node from looking silent."""
+    present = ~np.isnan(values).all(axis=2)
+    csum = np.concatenate([np.zeros((present.shape[0], 1)), np.cumsum(present, axis=1)], axis=1)
+    last = np.arange(present.shape[1])
+    count = csum[:, last + 1] - csum[:, np.maximum(last - window_steps + 1, 0)]
+    ok = present & (count >= MIN_PRESENT * window_steps)
+    steps = np.rint((np.asarray(window_end_time, float) - t0) / grid_s).astype(int) - 1
+    inside = (steps >= 0) & (steps < present.shape[1])
+    out = np.zeros((present.shape[0], steps.size), bool)
+    out[:, inside] = ok[:, steps[inside]]
+    return out
+
+
+def partition_scan(votes, window_end_time, nodes, partitions: int, make_budget, judged=None) -> dict:
     """The worker's judging of a vote scan ``(nodes, steps)``: one :class:`EpochBudget` per Kafka input
     partition (``key_partition`` of the node's name), each judging its nodes' votes in time then node
-    order (``simulators.parity.judge_with_budget``); only the steps the scan has a vote for are judged."""
+    order (``simulators.parity.judge_with_budget``); the steps judged are ``judged`` (a NaN vote there
+    is a verdict without a score), else those the scan has a vote for."""
     v = np.asarray(votes, float)
     times = np.asarray(window_end_time, float).tolist()
     names = [str(n) for n in nodes]
@@ -48,7 +68,7 @@ def partition_scan(votes, window_end_time, nodes, partitions: int, make_budget) 
     part = {i: key_partition(names[i], partitions) for i in order}
     budgets = {p: make_budget() for p in sorted(set(part.values()))}
     warn = np.zeros(v.shape, bool)
-    present = ~np.isnan(v)
+    present = ~np.isnan(v) if judged is None else np.asarray(judged, bool)
     for k, t in enumerate(times):
         col = v[:, k]
         for i in order:
@@ -77,13 +97,20 @@ def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_ho
         fixed = scored_after(v >= thr, *args)
     step = replay(v, times, fn, ftm, BudgetController(budget, initial=thr, step_s=ensemble.grid_s), nodes=rec.nodes)
     epoch = epoch_scan(v, times, rec.nodes, EpochBudget(budget, initial=thr, epoch_s=epoch_s, step_s=ensemble.grid_s))
-    # the worker: EpochBudget(budget=false_alarms, initial=threshold, epoch_s, silence_s=300, step_s=grid)
-    worker = partition_scan(v, times, rec.nodes, partitions,
-                            lambda: EpochBudget(budget, initial=thr, epoch_s=epoch_s, silence_s=300.0,
-                                                step_s=ensemble.grid_s, warmup_node_days=8.0))
+    # diagnostics: which of the stream's two differences costs the budget
+    # the worker: EpochBudget(budget=false_alarms, initial=threshold, epoch_s, silence_s=300, step_s=grid), a
+    # verdict for every step it judges (a down node's history gives a verdict without a score, not a silence)
+    judged = judged_steps(rec.values, rec.t0, ensemble.grid_s, times)
+
+    def make():
+        return EpochBudget(budget, initial=thr, epoch_s=epoch_s, silence_s=300.0, step_s=ensemble.grid_s,
+                           warmup_node_days=8.0)
+
+    worker_1 = partition_scan(v, times, rec.nodes, 1, make, judged)
+    worker = partition_scan(v, times, rec.nodes, partitions, make, judged)
     out = {"seed": seed}
     for name, w in (("fixed", None), ("per_step_truth", step["warn"]), ("epoch_silence", epoch["warn"]),
-                    ("worker_partitions", worker["warn"])):
+                    ("worker_one_partition", worker_1["warn"]), ("worker_partitions", worker["warn"])):
         s = fixed if w is None else scored_after(w, *args)
         out[name] = {k: s[k] for k in KEYS}
     return out
