@@ -25,14 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from hpcguard.connectors.model_store import load_model
-from hpcguard.connectors.kafka import key_partition
 from hpcguard.models.budget import BudgetController, replay
-from hpcguard.models.budget_epochs import EpochBudget, epoch_scan, judge
+from hpcguard.models.budget_epochs import EpochBudget, epoch_scan
 from hpcguard.models.failure.assessment import BURN_IN_S, scored_after
 from hpcguard.models.failure.evaluation import online_vote_scan
 from hpcguard.models.metrics import wilson_interval
 from hpcguard.simulators import failure_training as ft
-from hpcguard.simulators.parity import MIN_PRESENT
+from hpcguard.simulators.parity import MIN_PRESENT, judge_with_budget
 from hpcguard.simulators.site_sweep import write_site
 
 ROWS = ("fixed", "per_step_truth", "epoch_silence", "worker_one_partition", "worker_partitions")
@@ -57,25 +56,20 @@ def judged_steps(values: np.ndarray, t0: float, grid_s: float, window_end_time, 
 
 
 def partition_scan(votes, window_end_time, nodes, partitions: int, make_budget, judged=None) -> dict:
-    """The worker's judging of a vote scan ``(nodes, steps)``: one :class:`EpochBudget` per Kafka input
-    partition (``key_partition`` of the node's name), each judging its nodes' votes in time then node
-    order (``simulators.parity.judge_with_budget``); the steps judged are ``judged`` (a NaN vote there
-    is a verdict without a score), else those the scan has a vote for."""
+    """The worker's judging of a vote scan ``(nodes, steps)``: the verdicts of the ``judged`` steps (a NaN
+    vote there is a verdict without a score; default: the steps with a vote) through
+    :func:`~hpcguard.simulators.parity.judge_with_budget`, one controller per input partition."""
     v = np.asarray(votes, float)
-    times = np.asarray(window_end_time, float).tolist()
+    times = np.asarray(window_end_time, float)
+    mask = ~np.isnan(v) if judged is None else np.asarray(judged, bool)
     names = [str(n) for n in nodes]
-    order = sorted(range(v.shape[0]), key=lambda i: names[i])
-    part = {i: key_partition(names[i], partitions) for i in order}
-    budgets = {p: make_budget() for p in sorted(set(part.values()))}
+    idx = np.argwhere(mask)
+    preds = [{"node": names[i], "sample_time": float(times[k]), "score": None if v[i, k] != v[i, k] else float(v[i, k])}
+             for i, k in idx.tolist()]
+    judge_with_budget(preds, partitions, make_budget)
     warn = np.zeros(v.shape, bool)
-    present = ~np.isnan(v) if judged is None else np.asarray(judged, bool)
-    for k, t in enumerate(times):
-        col = v[:, k]
-        for i in order:
-            if present[i, k]:
-                x = float(col[i])
-                warn[i, k] = judge(budgets[part[i]], names[i], t, None if x != x else x)[0]
-    return {"warn": warn, "thresholds": {p: b.threshold for p, b in budgets.items()}}
+    warn[idx[:, 0], idx[:, 1]] = [p["warn"] for p in preds]
+    return {"warn": warn}
 
 
 def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_hours: float, budget: float,

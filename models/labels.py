@@ -477,38 +477,34 @@ def node_fail_labels(event: Mapping[str, Any]) -> list[dict]:
         return []
     ev = job_evidence([{**event, "end_time": event.get("end_time", event.get("time"))}])
     return [{"kind": "failure", "node": str(e["node"]), "time": float(e["start"]), "source": "node_fail",
-             "job_id": str(e["job_id"]), "confidence": round(float(e["confidence"]) / int(e["candidates"]), 6),
+             "job_id": str(e["job_id"]), "candidates": int(e["candidates"]),
+             "confidence": round(float(e["confidence"]) / int(e["candidates"]), 6),
              "label_id": f"node_fail:{e['job_id']}:{e['node']}"} for e in ev]
 
 
-def merge_stream_labels(labels: Iterable[Mapping[str, Any]], window_s: float = 300.0,
-                        min_confidence: float = 0.5) -> list[dict]:
-    """Failures from the stream's failure labels (silences, ``NODE_FAIL`` jobs; a label seen twice
-    counts once): one node's labels within ``window_s`` of each other are one failure at the earliest,
-    its confidence the noisy-or of each source's strongest; those below ``min_confidence`` dropped.
+def merge_stream_labels(labels: Iterable[Mapping[str, Any]], params: Optional[LabelParams] = None) -> list[dict]:
+    """Failures from the stream's failure labels (silences, ``NODE_FAIL`` jobs; a label seen twice counts
+    once), by the rules of :func:`failure_labels`: a job's evidence pinned to its nodes that went silent
+    (:func:`resolve_node_fail`), one node's evidence merged (:func:`merge_evidence`), those under
+    ``min_confidence`` dropped.
 
     >>> merge_stream_labels([{"kind": "failure", "node": "c1", "time": 975.0, "source": "silence"},
-    ...                      {"kind": "failure", "node": "c1", "time": 1000.0, "source": "node_fail", "confidence": 0.4},
-    ...                      {"kind": "failure", "node": "c2", "time": 1000.0, "source": "node_fail", "confidence": 0.4}])
-    [{'node': 'c1', 'time': 975.0, 'family': 'node_fail+silence', 'confidence': 0.76}]
+    ...     {"kind": "failure", "node": "c1", "time": 1000.0, "source": "node_fail", "job_id": "41", "candidates": 2},
+    ...     {"kind": "failure", "node": "c2", "time": 1000.0, "source": "node_fail", "job_id": "41", "candidates": 2}])
+    [{'node': 'c1', 'time': 975.0, 'family': 'node_fail+silence', 'confidence': 0.92}]
     """
-    seen: dict[tuple, tuple] = {}
+    p = params or LabelParams()
+    rows = {}
     for x in labels:
-        if x.get("kind") == "failure":
-            conf = float(x.get("confidence", SILENCE_CONFIDENCE if x.get("source") == "silence" else 0.0))
-            seen[(str(x["node"]), float(x["time"]), str(x.get("source", "")))] = conf
-    out: list[dict] = []
-    for (node, t, source), conf in sorted(seen.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
-        last = out[-1] if out else None
-        if last is not None and last["node"] == node and t - last["_end"] <= window_s:
-            last["_end"] = max(last["_end"], t)
-            last["_best"][source] = max(last["_best"].get(source, 0.0), conf)
-        else:
-            out.append({"node": node, "time": t, "_end": t, "_best": {source: conf}})
-    failures = []
-    for f in out:
-        confidence = 1.0 - math.prod(1.0 - c for c in f["_best"].values())
-        if confidence >= min_confidence:
-            failures.append({"node": f["node"], "time": f["time"], "family": "+".join(sorted(f["_best"])),
-                             "confidence": round(confidence, 6)})
-    return sorted(failures, key=lambda f: (f["time"], f["node"]))
+        if x.get("kind") != "failure":
+            continue
+        node, t, source = str(x["node"]), float(x["time"]), str(x.get("source", ""))
+        if source == "silence":
+            rows[(node, t, source)] = (node, t, np.nan, "silence", SILENCE_CONFIDENCE, True, 1, "", "silence")
+        elif source == "node_fail":
+            rows[(node, t, source)] = (node, t, np.nan, "node_fail", NODE_FAIL_CONFIDENCE, True,
+                                       int(x.get("candidates", 1)), str(x.get("job_id", "")), "NODE_FAIL")
+    merged = merge_evidence(resolve_node_fail(_evidence(list(rows.values())), p.window_s), p)
+    return [{"node": str(f["node"]), "time": float(f["time"]), "family": str(f["source"]),
+             "confidence": round(float(f["confidence"]), 6)}
+            for f in merged if f["confidence"] >= p.min_confidence]

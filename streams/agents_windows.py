@@ -129,8 +129,6 @@ def register(app: faust.App) -> None:
         if budget.epoch != epoch:
             new_epoch.add(partition)
         judged.setdefault(partition, []).append([node, t, score])
-        metrics.VOTE_THRESHOLD.labels(str(partition)).set(budget.threshold)
-        metrics.BUDGET_NODE_DAYS.labels(str(partition)).set(budget.controller.node_days)
         return warn, {"partition": partition, "threshold": threshold, "score": score}
 
     def label_records(partition: int, labels: list[dict]) -> list[dict]:
@@ -215,6 +213,8 @@ def register(app: faust.App) -> None:
             budget_log.write(partition, f"~budget~{partition}", lambda whole, p=partition, votes=votes:
                              {"state": budgets[p].to_state()} if whole else {"judged": votes},
                              whole=partition in new_epoch)
+            metrics.VOTE_THRESHOLD.labels(str(partition)).set(budgets[partition].threshold)
+            metrics.BUDGET_NODE_DAYS.labels(str(partition)).set(budgets[partition].controller.node_days)
         for partition in {partition_of[node] for node in nodes} | set(judged):
             outputs.mark(partition)
         judged.clear()

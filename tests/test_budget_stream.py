@@ -42,6 +42,10 @@ def test_offline_budget_moves_the_threshold_and_changes_warnings(site, offline):
     first = min(offline["predictions"], key=lambda p: p["sample_time"])["threshold"]  # the model's own, in warm-up
     moved = [(p, q) for p, q in zip(offline["predictions"], fixed["predictions"]) if p["threshold"] != first]
     assert moved and all(p["node"] == q["node"] and p["sample_time"] == q["sample_time"] for p, q in moved)
+    # where it moved, the budget decides: some verdict there differs from the fixed threshold's, each as its
+    # own threshold says
+    assert any(p["warn"] != q["warn"] for p, q in moved)
+    assert all(p["warn"] == (p["score"] is not None and p["score"] >= p["threshold"]) for p, _ in moved)
     assert all(p["warn"] == q["warn"] for p, q in zip(offline["predictions"], fixed["predictions"])
                if p["threshold"] == first)
 
