@@ -48,6 +48,8 @@ def telemetry(
                                                          metavar="LO HI", help="A benign hump's minutes."),
     altheader: bool = flag(False, "--altheader", panel=FILES, help="LDMS headers in .HEADER files."),
     io: bool = flag(True, "--io/--no-io", panel=FILES, show_default="on", help="The 1 s lustre_client file."),
+    slurm_events: bool = flag(False, "--slurm-events", panel=FILES,
+                              help="Slurm's node events too (slurm/events.txt, sacctmgr show event)."),
     as_json: bool = flag(False, "--json", help="Print the summary (or the list) as JSON."),
 ) -> None:
     """Write simulated telemetry in the real formats, with ground truth.
@@ -77,7 +79,7 @@ def telemetry(
                        anomaly_minutes=anomaly_minutes)
     try:
         summary = simulate_telemetry(out, nodes=nodes, hours=hours, seed=seed, profile=profile, altheader=altheader,
-                                     io=io, start=start, **overrides)
+                                     io=io, start=start, slurm_events=slurm_events, **overrides)
     except ValueError as exc:
         fail(str(exc))
     except OSError as exc:

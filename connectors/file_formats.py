@@ -14,8 +14,9 @@ from hpcguard.connectors.fasrc import is_archive
 from hpcguard.connectors.ipmi import detect_ipmi_format
 from hpcguard.connectors.ldms import find_altheader, parse_layout
 from hpcguard.connectors.sacct import JOB_ID_COLUMNS, SacctDialect
+from hpcguard.connectors.slurm_events import is_event_dump
 
-FILE_FORMATS = ("store_csv", "freeipmi", "ipmitool", "telegraf", "sacct", "probes", "sdr-archive")
+FILE_FORMATS = ("store_csv", "freeipmi", "ipmitool", "telegraf", "sacct", "sacctmgr-event", "probes", "sdr-archive")
 # a detected IPMI text format → its reader's name (connectors.ipmi.read_ipmi_file)
 IPMI_FORMATS = {"freeipmi": "freeipmi-csv", "ipmitool": "ipmitool-sdr", "telegraf": "telegraf-lp"}
 PROBE_HEADER = ",".join(PROBE_FIELDS)   # CanarIO probes.csv (connectors.canario_io)
@@ -71,5 +72,14 @@ def detect_format(path: Path, sacct: SacctDialect | None = None) -> str | None:
         return "sacct"
     if first.strip() == PROBE_HEADER:
         return "probes"
+    if is_event_dump(head):
+        return "sacctmgr-event"
     ipmi = detect_ipmi_format(head)
     return {v: k for k, v in IPMI_FORMATS.items()}.get(ipmi) if ipmi else None
+
+
+def slurm_dumps(data_dir: str | Path, fmt: str = "sacct") -> list[Path]:
+    """The files under ``DIR/slurm`` whose content is ``fmt`` (``sacct`` dumps, ``sacctmgr-event``
+    node events), in name order."""
+    slurm, dialect = Path(data_dir, "slurm"), SacctDialect.from_settings()  # the site's sacct delimiter
+    return [f for f in sorted(slurm.glob("*")) if f.is_file() and detect_format(f, dialect) == fmt] if slurm.is_dir() else []

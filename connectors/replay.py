@@ -55,6 +55,8 @@ from hpcguard.connectors.mapping import SensorMapping
 from hpcguard.connectors.netdev import counter_columns, interface_traffic
 from hpcguard.connectors.sacct import (SacctDialect, decode_slurm_envelope, job_events,
                                        progress_envelope, read_sacct)
+from hpcguard.connectors.slurm_events import FORMAT as SLURM_EVENT_FORMAT
+from hpcguard.connectors.slurm_events import decode_event_envelope, event_envelope, read_events
 from hpcguard.models.grid import POLL_TOLERANCE_S, place_readings
 from hpcguard.models.jobs import PROGRESS
 from hpcguard.settings import KafkaSettings, TopicSettings
@@ -119,6 +121,13 @@ def _file_messages(f: Path, src: str, fmt: str, topics: TopicSettings, ipmi: Ipm
                     yield RawMessage(topic, row["ProducerName"], row, row["timestamp"], src, kind)
         elif fmt == "probes":
             yield from _probe_messages(f, src, topics.name("probes"))
+        elif fmt == "sacctmgr-event":  # Slurm's node events, at their start (the jobs agent labels failures)
+            topic = topics.name("raw.slurm")
+            records = list(read_events(f, source=src))
+            yield from (r for r in records if isinstance(r, Rejected))
+            for rec in sorted((r for r in records if not isinstance(r, Rejected)), key=lambda r: (r["start"], r["node"])):
+                env = event_envelope(rec)
+                yield RawMessage(topic, rec["node"], env, env["time"], env["source"], "slurm")
         elif fmt == "sdr-archive":  # per-node logs, buffered compactly and merged in time order across nodes
             topic = topics.name("raw.ipmi")
             for env in buffer_archive_polls(f, src, ipmi, limit).in_time_order():
@@ -252,7 +261,7 @@ def _topics_for(planned: list[tuple[Path, str, str | None]], topics: TopicSettin
     for f, _, fmt in planned:
         if fmt == "store_csv":
             names.add(ldms_topic(f.name.split(".")[0], topics))
-        elif fmt == "sacct":
+        elif fmt in ("sacct", "sacctmgr-event"):
             names.add(topics.name("raw.slurm"))
         elif fmt == "probes":
             names.add(topics.name("probes"))
@@ -509,6 +518,9 @@ def dry_run(paths: Sequence[str | Path], fmt: str | None = None, mapping: Sensor
                     poll_times.append(np.array([p["time"] for p in polls], float))
             elif kind == "probes":
                 produced = 1  # already checked by the reader
+            elif item.value.get("format") == SLURM_EVENT_FORMAT:
+                decode_event_envelope(item.value)
+                produced, kind = 1, "node_events"
             else:
                 decode_slurm_envelope(item.value)
                 produced, kind = 1, "jobs"

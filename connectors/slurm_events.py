@@ -46,6 +46,7 @@ from typing import Iterable, Iterator, Sequence
 from hpcguard.connectors.errors import ParseError, Rejected
 from hpcguard.connectors.hostlist import expand_hostlist
 from hpcguard.connectors.sacct import SacctDialect, parse_slurm_time
+from hpcguard.models.jobs import NODE_STATE
 
 FORMAT = "sacctmgr-event"
 #: ``Format=`` of the recommended dump (``-n -P``: six fields, no header)
@@ -257,3 +258,59 @@ def event_text(events: Iterable[dict], columns: Sequence[str] = DUMP_COLUMNS, he
                 vals.append(str(e.get(key.get(c, c), "")).replace("|", "/"))
         out.append("|".join(vals))
     return "\n".join(out) + ("\n" if out else "")
+
+
+_TIME_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+
+
+def is_event_dump(head: Sequence[str], delimiter: str = "|") -> bool:
+    """Whether a file's first lines are ``sacctmgr show event`` output: a header, or header-less
+    ``-P``/``-p`` rows of six or seven fields whose ``TimeStart`` reads as a Slurm time.
+
+    >>> is_event_dump(["n001|2023-03-24T18:43:12|Unknown|DOWN*|Not responding|slurm(64030)"])
+    True
+    >>> is_event_dump(["CPU Temp | 45 degrees C | ok"]), is_event_dump(["JobID|State|Start"])
+    (False, False)
+    """
+    lines = [ln.rstrip("\r\n") for ln in head if ln.strip()]
+    if not lines:
+        return False
+    if _is_header(lines[0], delimiter):
+        return True
+    fields = lines[0].split(delimiter)
+    if len(fields) in (len(DUMP_COLUMNS) + 1, len(DEFAULT_COLUMNS) + 1) and fields[-1] == "":
+        fields.pop()
+    if len(fields) not in (len(DUMP_COLUMNS), len(DEFAULT_COLUMNS)):
+        return False
+    start = fields[DUMP_COLUMNS.index("TimeStart") + (len(fields) == len(DEFAULT_COLUMNS))]
+    return bool(_TIME_TEXT.match(start.strip()))
+
+
+def event_envelope(rec: dict) -> dict:
+    """The ``raw.slurm`` envelope of one event record of :func:`parse_events` (one node): the fields
+    the worker's labels need, at the event's start.
+
+    >>> event_envelope({"node": "n001", "start": 60.0, "end": None, "state": "DOWN*", "reason": "Not responding",
+    ...                 "user": "slurm(64030)", "cluster": "", "source": "slurm/events.txt:1"})["time"]
+    60.0
+    """
+    env = {"format": FORMAT, "node": rec["node"], "state": rec["state"], "reason": rec.get("reason", ""),
+           "user": rec.get("user", ""), "time": float(rec["start"]), "source": rec.get("source", "")}
+    if rec.get("end") is not None:
+        env["end"] = float(rec["end"])
+    return env
+
+
+def decode_event_envelope(env: dict) -> dict:
+    """The ``node-state`` job event (``JobEvent`` fields, no job) of a checked :func:`event_envelope`.
+
+    >>> decode_event_envelope({"format": FORMAT, "node": "n001", "state": "DOWN*", "reason": "Not responding",
+    ...                        "time": 60.0})["event"]
+    'node-state'
+    """
+    if env.get("format") != FORMAT:
+        raise ParseError("unknown_format", f"format {env.get('format')!r} is not {FORMAT!r}", None,
+                         str(env.get("source", "raw.slurm")))
+    return {"job_id": "", "event": NODE_STATE, "time": float(env["time"]), "nodes": [str(env["node"])],
+            "num_nodes": 1, "state": str(env["state"]), "reason": str(env.get("reason") or ""),
+            "end_time": None if env.get("end") is None else float(env["end"])}

@@ -46,7 +46,8 @@ import numpy as np
 import orjson
 
 from hpcguard.connectors.hostlist import expand_hostlist
-from hpcguard.models.jobs import PROGRESS
+from hpcguard.connectors.slurm_events import FORMAT as SLURM_EVENT_FORMAT
+from hpcguard.models.jobs import NODE_STATE, PROGRESS
 
 ACTION_KINDS = ("checkpoint", "migrate", "reschedule", "delay", "release", "drain", "resume")
 JOB_KINDS = frozenset({"checkpoint", "migrate", "reschedule", "delay", "release"})
@@ -517,6 +518,12 @@ _SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
         "time_limit_s": (_F_NONNEG, False), "submit_time": (_F_TIME, False), "start_time": (_F_TIME, False),
         "end_time": (_F_TIME, False), "exit_code": (_F_TEXT, False), "script": (_F_LONG_TEXT, False),
         "v": (_F_VERSION, False)},
+    # a JobEvent whose event is NODE_STATE (a node's Slurm state change, connectors.slurm_events) names no job
+    "JobNodeState": {
+        "job_id": (lambda v, n, lim, now: _choice(v, n, ("",)), True),
+        "event": (lambda v, n, lim, now: _choice(v, n, (NODE_STATE,)), True), "time": (_F_TIME, True),
+        "nodes": (_c(_nodes), True), "num_nodes": (lambda v, n, lim, now: _int(v, n, 0, lim.max_list), False),
+        "state": (_F_TEXT, True), "reason": (_F_TEXT, False), "end_time": (_F_TIME, False), "v": (_F_VERSION, False)},
     # JobEvent and slurm envelope records whose event is PROGRESS are checked as these instead
     "JobProgress": {"event": (lambda v, n, lim, now: _choice(v, n, (PROGRESS,)), True), "time": (_F_TIME, True),
                     "v": (_F_VERSION, False)},
@@ -560,6 +567,10 @@ _SCHEMAS: dict[str, dict[str, tuple[_Check, bool]]] = {
         "format": (_F_TEXT, True), "header": (_F_LONG_TEXT, True), "line": (_F_LONG_TEXT, True),
         "event": (lambda v, n, lim, now: _choice(v, n, JOB_EVENTS), True), "time": (_F_TIME, True),
         "source": (_F_TEXT, False), "script": (_F_LONG_TEXT, False)},
+    # a node's Slurm state change (connectors.slurm_events.event_envelope): checked as this when its format says so
+    "slurm-event": {
+        "format": (_F_TEXT, True), "node": (_F_NODE_ID, True), "state": (_F_TEXT, True), "time": (_F_TIME, True),
+        "end": (_F_TIME, False), "reason": (_F_TEXT, False), "user": (_F_TEXT, False), "source": (_F_TEXT, False)},
 }
 RECORD_KINDS = tuple(_SCHEMAS) + ("ldms", "ClusterUpdate")
 
@@ -587,6 +598,10 @@ def check_record(kind: str, data: Any, limits: DoorLimits, now: float | None = N
             return sample
     if data.get("event") == PROGRESS and kind in _PROGRESS_KINDS:
         kind = _PROGRESS_KINDS[kind]
+    elif kind == "JobEvent" and data.get("event") == NODE_STATE:
+        kind = "JobNodeState"
+    elif kind == "slurm" and data.get("format") == SLURM_EVENT_FORMAT:
+        kind = "slurm-event"
     elif kind == "ClusterUpdate":
         kind = ("NodeFirstSeen" if "first" in data else "SpareClaim" if "claimed_from" in data
                 else "WarningEpisode")

@@ -42,6 +42,8 @@ from typing import Any, Iterable, Mapping
 END_EVENTS = frozenset({"end", "requeue", "fail", "cancel"})
 #: a job source's progress marker (no job): every job event up to its time was published before it
 PROGRESS = "progress"
+#: a node's Slurm state change (``sacctmgr show event``): on the job topic, naming no job
+NODE_STATE = "node-state"
 #: job fields a decision may read (the rest of an event is not kept)
 INFO_FIELDS = ("num_nodes", "user", "partition", "name", "time_limit_s", "submit_time", "script")
 
@@ -72,6 +74,8 @@ class JobTimeline:
         if kind == PROGRESS:
             self.watermark = max(self.watermark, t)
             return
+        if kind == NODE_STATE:
+            return  # a node's state names no job (its labels are the jobs agent's)
         job_id = str(event["job_id"])
         job = self._jobs.setdefault(job_id, {"starts": [], "ends": [], "nodes": {}, "info": {}, "submit": None})
         info = job["info"]

@@ -66,6 +66,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from hpcguard.models.jobs import NODE_STATE
+
 #: kinds of evidence, in the order ``source`` names them
 KINDS = ("event", "node_fail", "silence")
 NODE_FAIL_CONFIDENCE = 0.8
@@ -482,9 +484,33 @@ def node_fail_labels(event: Mapping[str, Any]) -> list[dict]:
              "label_id": f"node_fail:{e['job_id']}:{e['node']}"} for e in ev]
 
 
+def node_state_labels(event: Mapping[str, Any]) -> list[dict]:
+    """The stream's failure labels (``hpcguard.labels``) of a node's Slurm state change (a ``node-state``
+    job event: ``nodes``, ``time`` = the event's start, ``state``, ``reason``, ``end_time`` when the node
+    is back), weighed by :func:`event_confidence`; a state that says nothing of a failure gives none.
+
+    >>> [(x["node"], x["confidence"], x["stopped"]) for x in node_state_labels({"event": "node-state",
+    ...     "time": 1000.0, "nodes": ["c1"], "state": "DOWN*", "reason": "Not responding"})]
+    [('c1', 0.9, True)]
+    >>> node_state_labels({"event": "node-state", "time": 1000.0, "nodes": ["c1"], "state": "DOWN",
+    ...                    "reason": "kernel upgrade"})
+    []
+    """
+    if event.get("event") != NODE_STATE:
+        return []
+    ev = event_evidence([{"node": n, "start": event.get("time"), "end": event.get("end_time"),
+                          "state": event.get("state", ""), "reason": event.get("reason", "")}
+                         for n in event.get("nodes") or ()])
+    return [{"kind": "failure", "node": str(e["node"]), "time": float(e["start"]), "source": "event",
+             "state": str(event.get("state", "")), "reason": str(event.get("reason", "")),
+             "confidence": float(e["confidence"]), "stopped": bool(e["stop"]),
+             "until": None if not math.isfinite(float(e["end"])) else float(e["end"]),
+             "label_id": f"event:{e['node']}:{float(e['start']):.0f}"} for e in ev]
+
+
 def merge_stream_labels(labels: Iterable[Mapping[str, Any]], params: Optional[LabelParams] = None) -> list[dict]:
-    """Failures from the stream's failure labels (silences, ``NODE_FAIL`` jobs; a label seen twice counts
-    once), by the rules of :func:`failure_labels`: a job's evidence pinned to its nodes that went silent
+    """Failures from the stream's failure labels (silences, ``NODE_FAIL`` jobs, Slurm node states; a label
+    seen twice counts once), by the rules of :func:`failure_labels`: a job's evidence pinned to its nodes that went silent
     (:func:`resolve_node_fail`), one node's evidence merged (:func:`merge_evidence`), those under
     ``min_confidence`` dropped.
 
@@ -504,6 +530,13 @@ def merge_stream_labels(labels: Iterable[Mapping[str, Any]], params: Optional[La
         elif source == "node_fail":
             rows[(node, t, source)] = (node, t, np.nan, "node_fail", NODE_FAIL_CONFIDENCE, True,
                                        int(x.get("candidates", 1)), str(x.get("job_id", "")), "NODE_FAIL")
+        elif source == "event":
+            state, reason = str(x.get("state", "")), str(x.get("reason", ""))
+            conf, stopped = event_confidence(state, reason)
+            if conf > 0.0:  # a node down until its event ends (open: still down); a drain is a moment
+                until = (np.inf if x.get("until") is None else max(float(x["until"]), t)) if stopped else np.nan
+                rows[(node, t, source)] = (node, t, until, "event", conf, stopped, 1, "",
+                                           f"{state}: {reason}".strip().rstrip(":"))
     merged = merge_evidence(resolve_node_fail(_evidence(list(rows.values())), p.window_s), p)
     return [{"node": str(f["node"]), "time": float(f["time"]), "family": str(f["source"]),
              "confidence": round(float(f["confidence"]), 6)}

@@ -24,18 +24,16 @@ MIN_PRESENT = 0.75   # share of a window's steps with a sample before the worker
 
 
 def load_job_events(data_dir: str) -> list[dict]:
-    """``JobEvent``-shaped dicts of every sacct dump under ``DIR/slurm`` (rejected rows skipped)."""
+    """``JobEvent``-shaped dicts of every sacct dump under ``DIR/slurm`` and the ``node-state`` events of
+    its ``sacctmgr show event`` dumps, as the replay sends them (rejected rows skipped)."""
+    from hpcguard.connectors.file_formats import slurm_dumps
     from hpcguard.connectors.sacct import decode_slurm_envelope, job_events, read_sacct
+    from hpcguard.connectors.slurm_events import decode_event_envelope, event_envelope, read_events
 
-    events = []
-    slurm = Path(data_dir, "slurm")
-    for f in sorted(slurm.glob("*")) if slurm.is_dir() else []:
-        if not f.is_file():
-            continue
-        for rec in read_sacct(f):
-            if isinstance(rec, dict):
-                events += [decode_slurm_envelope(env) for env in job_events(rec)]
-    return events
+    events = [decode_slurm_envelope(env) for f in slurm_dumps(data_dir) for rec in read_sacct(f)
+              if isinstance(rec, dict) for env in job_events(rec)]
+    return events + [decode_event_envelope(event_envelope(rec)) for f in slurm_dumps(data_dir, "sacctmgr-event")
+                     for rec in read_events(f) if isinstance(rec, dict)]
 
 
 def offline_predictions(values: np.ndarray, t0: float, grid_s: float, nodes: list[str], predictor: Any,
@@ -94,7 +92,7 @@ def offline_decisions(data_dir: str, model_dir: str, settings: Settings,
     ``predictions`` of an earlier call on the same files and model skip the scan (another policy)."""
     from hpcguard.connectors.recorded import load_sensor_grid
     from hpcguard.models.decision_trace import decide_trace
-    from hpcguard.models.labels import node_fail_labels
+    from hpcguard.models.labels import node_fail_labels, node_state_labels
     from hpcguard.streams.decisions import budget_for, hot_spares, policy_for
     from hpcguard.streams.predictors import load_predictor
 
@@ -112,7 +110,7 @@ def offline_decisions(data_dir: str, model_dir: str, settings: Settings,
     labels = judge_with_budget(predictions, settings.topics.partitions, make_budget) if scored else []
     preds = predictions
     jobs = load_job_events(data_dir)
-    labels += [label for event in jobs for label in node_fail_labels(event)]  # the jobs agent's: Slurm's word
+    labels += [label for event in jobs for label in node_fail_labels(event) + node_state_labels(event)]  # Slurm's word
     actions = decide_trace(preds, jobs, grid.nodes, policy_for(settings), predictor,
                            quiet_s=60.0 * settings.policy.quiet_minutes, hot_spares=hot_spares(settings))
     return {"predictions": preds, "actions": actions, "labels": labels}

@@ -28,13 +28,11 @@ SENSITIVE_IO_FRACTION, RESISTANT_IO_FRACTION = 0.5, 0.005
 
 def recorded_jobs(data_dir: str | Path, checkpoint_every_h: float | None = None) -> list[dict]:
     """The jobs of the sacct dumps under ``DIR/slurm`` that ran: id, nodes, start, end."""
+    from hpcguard.connectors.file_formats import slurm_dumps
     from hpcguard.connectors.sacct import read_sacct
 
     jobs: dict[str, dict] = {}
-    slurm = Path(data_dir, "slurm")
-    for f in sorted(slurm.glob("*")) if slurm.is_dir() else []:
-        if not f.is_file() or f.suffix not in ("", ".txt", ".csv", ".psv", ".out"):
-            continue
+    for f in slurm_dumps(data_dir):
         for rec in read_sacct(f):
             if not isinstance(rec, dict) or rec.get("start_time") is None or not rec.get("nodes"):
                 continue

@@ -288,7 +288,7 @@ def write_recording(tel: Any, out_dir: str, altheader: bool = False, io: bool = 
     with open(os.path.join(out_dir, "slurm", "sacct.txt"), "w") as fh:
         fh.write(sacct_text(tel.jobs, tel.start))
     files.append("slurm/sacct.txt")
-    if slurm_events:
+    if slurm_events and tel.node_events:  # no events: no file (a replay names an empty file as such)
         with open(os.path.join(out_dir, "slurm", "events.txt"), "w") as fh:
             fh.write(sacctmgr_event_text(tel.node_events, tel.start, tel.nodes))
         files.append("slurm/events.txt")

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import faust
 
-from hpcguard.models.jobs import PROGRESS
-from hpcguard.models.labels import node_fail_labels
+from hpcguard.models.jobs import NODE_STATE, PROGRESS
+from hpcguard.models.labels import node_fail_labels, node_state_labels
 from hpcguard.streams import metrics
 from hpcguard.streams.topics import out
 
@@ -82,12 +82,14 @@ def register(app: faust.App) -> None:
                     view.add_job(event, ev.message.partition)
                     if event["event"] == PROGRESS:
                         continue  # it only moves the job stream's watermark
+                    for label in node_fail_labels(event) + node_state_labels(event):  # Slurm's word: a node failed
+                        metrics.LABELS.labels("failure", label["source"]).inc()
+                        door.publish(labels, label["node"], {**label, "v": 1})
+                    if event["event"] == NODE_STATE:
+                        continue  # a node's Slurm state names no job: its labels are all it gives
                     job_id = event["job_id"]
                     for node in event.get("nodes") or []:
                         door.publish(node_jobs, node, event)
-                    for label in node_fail_labels(event):  # Slurm's word that a node failed
-                        metrics.LABELS.labels("failure", "node_fail").inc()
-                        door.publish(labels, label["node"], {**label, "v": 1})
                     if event["event"] == "start" and pipe.plan is not None and event.get("time_limit_s"):
                         plan = pipe.plan(event, max(machine_nodes(event["time"]), len(event.get("nodes") or [])))
                         door.publish(plans, job_id, {**plan, "time": event["time"], "v": 1})

@@ -18,6 +18,7 @@ from hpcguard.connectors.ipmi import decode_ipmi_envelope
 from hpcguard.connectors.ldms import LdmsColumns, LdmsDecoder
 from hpcguard.connectors.mapping import SensorMapping
 from hpcguard.connectors.sacct import decode_slurm_envelope
+from hpcguard.connectors.slurm_events import FORMAT as SLURM_EVENT_FORMAT, decode_event_envelope
 from hpcguard.connectors.validation import ValidationError, require_samples
 from hpcguard.streams import metrics
 from hpcguard.streams.plumbing import Plumbing, consume_batches
@@ -87,7 +88,11 @@ def register(app: faust.App) -> None:
         return [(d["node"], {**d, "ingest_time": ingested, "v": 1}) for d in samples]
 
     def slurm_records(raw: bytes, ingested: float | None) -> list[tuple[str, dict]]:
-        event = decode_slurm_envelope(door.check("slurm", door.loads(raw)))
+        env = door.check("slurm", door.loads(raw))
+        if env.get("format") == SLURM_EVENT_FORMAT:  # a node's state change: keyed by its node
+            event = decode_event_envelope(env)
+            return [(event["nodes"][0], {**event, "v": 1})]
+        event = decode_slurm_envelope(env)
         return [(event.get("job_id", ""), {**event, "v": 1})]  # a progress marker has no job
 
     def envelope_agent(source: str, target_attr: str, parse: Callable) -> None:

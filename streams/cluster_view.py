@@ -45,7 +45,7 @@ import math
 from typing import Any, Mapping
 
 from hpcguard.connectors.validation import ValidationError
-from hpcguard.models.jobs import JobTimeline
+from hpcguard.models.jobs import NODE_STATE, JobTimeline
 
 log = logging.getLogger("hpcguard.worker")
 
@@ -70,6 +70,8 @@ class ClusterView:
 
     # -- updates --------------------------------------------------------------------
     def add_job(self, event: Mapping[str, Any], partition: int) -> None:
+        if event["event"] == NODE_STATE:
+            return  # names no job, and its source's clock need not be the job stream's
         self.timeline.add(event)
         self._clocks[partition] = max(self._clocks.get(partition, -math.inf), float(event["time"]))
         if self.pending:

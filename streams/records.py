@@ -74,6 +74,7 @@ class JobEvent(_Versioned):
     end_time: Optional[float] = None
     exit_code: Optional[str] = None
     script: Optional[str] = None  # batch script text, when the source has it (CanarIO job classifier)
+    reason: str = ""  # a node-state event's Slurm reason ("Not responding")
     v: int = SCHEMA_VERSION
 
 

@@ -26,7 +26,7 @@ def budget_site(root: Path, nodes: int = 8, hours: float = 3.0, seed: int = 5) -
     from hpcguard.simulators.telemetry import simulate_telemetry
 
     data, model, config = root / "data", root / "model", root / "site.toml"
-    simulate_telemetry(str(data), nodes=nodes, hours=hours, seed=seed)
+    simulate_telemetry(str(data), nodes=nodes, hours=hours, seed=seed, slurm_events=True)  # sacctmgr's events too
     ens = FailureEnsemble.untrained(seed=0)
     ens.persistence = 2  # as `train failure` sets it: the worker's score reuses each node's previous vote
     values = load_sensor_grid(str(data)).values

@@ -361,6 +361,33 @@ def test_a_node_fail_job_end_labels_its_nodes_for_the_stream(tmp_path):
         ("n1", T0 + 600, "node_fail", 0.4, "node_fail:7:n1"), ("n2", T0 + 600, "node_fail", 0.4, "node_fail:7:n2")]
 
 
+def test_slurm_node_events_become_failure_labels_and_name_no_job(tmp_path):
+    """sacctmgr's node events on raw.slurm: normalize turns each into a node-state job event keyed by its node;
+    the jobs agent labels a node that went down unasked (DOWN*, not responding) and none an administrator took
+    down, and sends neither to the nodes' job streams; a bad envelope is dead-lettered with its reason."""
+    from hpcguard.connectors.slurm_events import event_envelope, parse_events
+
+    text = ["n1|2023-11-14T22:20:00|Unknown|DOWN*|Not responding|slurm(64030)",
+            "n2|2023-11-14T22:25:00|2023-11-14T23:00:00|DOWN|kernel upgrade|root(0)",
+            "n3|2023-11-14T22:30:00|Unknown|DRAIN|Kill task failed|slurm(64030)"]
+    envs = [(r["node"], event_envelope(r)) for r in parse_events(text, source="events.txt", tz="UTC")]
+    bad = ("n4", {**envs[0][1], "node": "n4;rm -rf /"})
+    app, box = make_app(tmp_path, {"normalize"})
+    asyncio.run(feed(app, "raw.slurm", envs + [bad]))
+    jobs = [(k, v) for topic, k, v in box if topic.endswith(".jobs")]
+    assert [(k, v["event"], v["nodes"], v["state"]) for k, v in jobs] == [
+        ("n1", "node-state", ["n1"], "DOWN*"), ("n2", "node-state", ["n2"], "DOWN"), ("n3", "node-state", ["n3"], "DRAIN")]
+    assert [d["error_kind"] for topic, _, d in box if topic.endswith("dlq")] == ["bad_id"]
+    app, box = make_app(tmp_path / "jobs", {"jobs"})
+    asyncio.run(feed(app, "jobs", [(k, {k2: v2 for k2, v2 in v.items() if v2 is not None}) for k, v in jobs]))
+    labels = [v for topic, _, v in box if topic.endswith(".labels")]
+    assert [(x["node"], x["time"], x["source"], x["confidence"], x["stopped"]) for x in labels] == [
+        ("n1", 1700000400.0, "event", 0.9, True), ("n3", 1700001000.0, "event", 0.45, False)]
+    assert not [t for t, _, _ in box if t.endswith("node.jobs")]
+    from hpcguard.models.labels import merge_stream_labels
+    assert [(f["node"], f["family"]) for f in merge_stream_labels(labels)] == [("n1", "event")]  # a drain alone: no failure
+
+
 def test_the_budget_score_reuses_each_nodes_previous_vote(tmp_path):
     """With persistence 2 the budget's score is the lower of a step's vote and its previous step's: the windows
     agent keeps each node's previous vote, so the networks read an earlier history only where it has none."""

@@ -62,15 +62,19 @@ def test_worker_judges_as_offline(site, offline, kafka_bootstrap, tmp_path):
     # hpcguard.labels: the failures and resolved episodes the offline budgets found (but those whose
     # horizon the stream's end never passed), none it did not
     assert c["online_labels"] >= 3 and c["labels_only_online"] == 0 and c["labels_only_offline"] <= 8, report
+    # Slurm's node events (sacctmgr's dump beside sacct.txt) became the same labels in the stream
+    events = {x["label_id"] for x in offline["labels"] if x.get("source") == "event"}
+    assert len(events) == 2 and not {k[0] for k in report["labels_only_offline"]} & events, report
 
     # a site without a failures.csv: the shadow report scores against the failures the stream recognised
     res = CliRunner().invoke(app, ["report", "shadow", "--bootstrap", kafka_bootstrap, "--prefix",
                                    report["run"]["prefix"], "--data", data, "--json"])
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
-    # silences and NODE_FAIL jobs merged as `hpcguard label` merges them: n003 (both), n005 (silence); n004
-    # shared job 4034's NODE_FAIL with n003 and never went silent (0.4 < 0.5)
+    # silences, NODE_FAIL jobs and node events merged as `hpcguard label` merges them: n003 (all three), n005
+    # (silence, DOWN*); n004 shared job 4034's NODE_FAIL with n003 and never went silent (0.4 < 0.5)
     merged = merge_stream_labels(offline["labels"])
-    assert [f["node"] for f in merged] == ["n003", "n005"] and merged[0]["family"] == "node_fail+silence"
+    assert [(f["node"], f["family"]) for f in merged] == [("n003", "event+node_fail+silence"),
+                                                           ("n005", "event+silence")]
     assert r["labels_source"].endswith(".labels") and r["failures"] == 2, r
     assert r["savings"] is not None and r["node_days"] > 0

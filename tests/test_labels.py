@@ -360,9 +360,11 @@ def test_labels_find_the_simulated_failures(profile, seed, tmp_path):
 
 
 def test_slurm_events_leave_every_other_output_as_it_was(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    simulate_telemetry(str(a), nodes=4, hours=1, seed=3, io=False)
-    simulate_telemetry(str(b), nodes=4, hours=1, seed=3, io=False, slurm_events=True)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    simulate_telemetry(str(a), nodes=8, hours=6, seed=3, io=False, mtbf_hours=20)
+    simulate_telemetry(str(b), nodes=8, hours=6, seed=3, io=False, mtbf_hours=20, slurm_events=True)
+    simulate_telemetry(str(c), nodes=4, hours=1, seed=3, io=False, slurm_events=True)  # no failure: no event
+    assert not (c / "slurm" / "events.txt").exists()
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file()) == sorted(files + [Path("slurm/events.txt")])
     for f in files:

@@ -59,6 +59,25 @@ def test_merged_in_time_order_with_topics(tmp_path):
                           "rx_bytes#eth0": 0, "tx_bytes#eth0": 0}
 
 
+def test_slurm_node_events_ride_on_the_job_topic_at_their_start(tmp_path):
+    """``sacctmgr -n -P show event`` output beside sacct is found by its content and replayed on raw.slurm, one
+    envelope per node of a hostlist, at the event's start, keyed by the node; a bad row is rejected by line."""
+    rec = recording(tmp_path)
+    (rec / "slurm" / "events.txt").write_text(
+        "n[001-002]|1970-01-01T00:00:30|1970-01-01T00:01:40|DOWN*|Not responding|slurm(64030)\n"
+        "n003|1970-01-01T00:00:08|Unknown|DRAIN|Kill task failed|slurm(64030)\n"
+        "n004|yesterday|Unknown|DOWN|x|root(0)\n")
+    items = list(iter_recorded([rec], topics=TopicSettings(prefix="site")))
+    events = [(m.key, m.time, m.value["state"], m.value.get("end")) for m in items
+              if isinstance(m, RawMessage) and m.value.get("format") == "sacctmgr-event"]
+    assert events == [("n003", 8.0, "DRAIN", None), ("n001", 30.0, "DOWN*", 100.0), ("n002", 30.0, "DOWN*", 100.0)]
+    assert [(r.source, r.line) for r in items if isinstance(r, Rejected) and r.source.endswith("events.txt")] == [
+        ("slurm/events.txt", 3)]
+    from hpcguard.simulators.parity import load_job_events
+    states = [(e["nodes"], e["time"]) for e in load_job_events(str(rec)) if e["event"] == "node-state"]
+    assert sorted(states) == [(["n001"], 30.0), (["n002"], 30.0), (["n003"], 8.0)]  # offline: the same events
+
+
 def test_forced_format_and_single_files(tmp_path):
     recording(tmp_path)
     msgs = list(iter_recorded([tmp_path / "slurm" / "sacct.txt", tmp_path / "ipmi" / "n001.csv"]))
