@@ -46,6 +46,7 @@ def test_kill_9_mid_replay_changes_no_threshold(site, kafka_bootstrap, tmp_path)
         run.settle()
         out = run.outcome()
         labels = [v for v, _, _ in read_topic(kafka_bootstrap, run.topics.labels) if isinstance(v, dict)]
+    assert out.exits == [], f"the restarted worker exited on its own: {out.exits}\n{run.log_tail()}"
     preds = [r for r, _ in out.records["predictions"]]
     twice = [k for k, n in Counter((p["node"], p["time"]) for p in preds).items() if n > 1]
     assert not twice, f"published twice: {twice[:5]}"
