@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 
 from hpcguard.models.actions import action_id  # re-exported: ids of the actions decided here
 
-__all__ = ["action_id", "SiteCosts", "SUMMIT", "job_memory_gb", "break_even", "Decision", "DecisionPolicy", "spare_pool_at", "migration_claim", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
+__all__ = ["action_id", "SiteCosts", "SUMMIT", "job_memory_gb", "job_end_time", "node_hours_at_risk", "break_even", "break_even_age_s", "acted_sigma", "Decision", "DecisionPolicy", "spare_pool_at", "migration_claim", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
            "decide_many", "checkpoint_recommendation", "BRANCHES"]
 
 #: branch names of Fig. 4.2 as they appear in action reasons
@@ -203,6 +203,64 @@ def job_memory_gb(job: dict, prediction: dict, costs: SiteCosts) -> float | None
     return costs.node_memory_gb * min(max(float(pct), 1.0), 100.0) / 100.0
 
 
+def job_end_time(job: dict) -> float | None:
+    """When the job ends at the latest: ``start_time + time_limit_s``; ``None`` when either is
+    unknown (or the limit is not > 0).
+
+    >>> job_end_time({"start_time": 100.0, "time_limit_s": 3600}), job_end_time({"start_time": 100.0})
+    (3700.0, None)
+    """
+    start, limit = job.get("start_time"), job.get("time_limit_s")
+    if start is None or limit is None:
+        return None
+    start, limit = float(start), float(limit)
+    if not (limit > 0 and math.isfinite(limit) and math.isfinite(start)):
+        return None
+    return start + limit
+
+
+def node_hours_at_risk(kind: str, num_nodes: int, now: float, deadline: float, last_checkpoint: float,
+                       job_end: float | None = None) -> float:
+    """Node-hours a failure at ``deadline`` would destroy that the action ``kind`` protects.
+
+    Parameters
+    ----------
+    kind
+        ``migrate`` (the job leaves the node before the failure: the work done until the
+        failure is kept, ``n (deadline − t_last)``) or ``checkpoint`` (the work done until
+        the safeguard checkpoint starts is kept, ``n (now − t_last)``).
+    num_nodes, now, deadline, last_checkpoint
+        ``n``, the decision time, the predicted failure time and ``t_last`` (epoch s).
+    job_end
+        When the job ends at the latest (:func:`job_end_time`).  A job that ends after
+        ``now`` and at or before the predicted failure is not running when it comes: the
+        failure destroys nothing of it and the action protects nothing (issue 55: 15 % of
+        the migrations at a 3-year node MTBF were taken for jobs that ended before their
+        warned failure).  A job still running at or past its limit (``job_end <= now``:
+        a grace period, a stale limit) has no known end, and the work counts.
+
+    Returns
+    -------
+    float
+        Node-hours (≥ 0).
+
+    >>> node_hours_at_risk("migrate", 4, 3600.0, 3900.0, 0.0)
+    4.333333333333333
+    >>> node_hours_at_risk("checkpoint", 4, 3600.0, 3900.0, 0.0)
+    4.0
+    >>> node_hours_at_risk("migrate", 4, 3600.0, 3900.0, 0.0, job_end=3800.0)   # gone before the failure
+    0.0
+    >>> node_hours_at_risk("migrate", 4, 3600.0, 3900.0, 0.0, job_end=3500.0)   # past its limit, still running
+    4.333333333333333
+    """
+    if kind not in ("migrate", "checkpoint"):
+        raise ValueError(f"kind must be migrate or checkpoint, got {kind!r}")
+    if job_end is not None and now < job_end <= deadline:
+        return 0.0
+    until = deadline if kind == "migrate" else now
+    return int(num_nodes) * max(until - last_checkpoint, 0.0) / 3600.0
+
+
 def break_even(probability: float, at_risk_node_hours: float, cost_node_hours: float) -> bool:
     """Act only when the expected saving exceeds the action's cost (issue 55's rule).
 
@@ -213,6 +271,82 @@ def break_even(probability: float, at_risk_node_hours: float, cost_node_hours: f
     (True, False)
     """
     return probability * at_risk_node_hours > cost_node_hours
+
+
+def break_even_age_s(probability: float, migration_s: float) -> float:
+    """Youngest work (s since the last checkpoint, at the failure) a migration pays for.
+
+    :func:`break_even` migrates when ``p n age > n t_mig``, i.e. when the work a failure
+    would destroy is older than ``t_mig / p``; ``inf`` when ``p`` is 0.
+
+    >>> break_even_age_s(0.01, 10.0), break_even_age_s(0.0, 10.0)
+    (1000.0, inf)
+    """
+    if not (0.0 <= probability <= 1.0) or not (migration_s >= 0 and math.isfinite(migration_s)):
+        raise ValueError("probability must be in [0, 1] and migration_s finite and >= 0")
+    return float(migration_s) / probability if probability > 0 else math.inf
+
+
+def acted_sigma(catch_rate: float, acted_age_h: float, mtbf_h: float, bb_cost_h: float, pfs_cost_h: float = 0.0,
+                max_sigma: float = 0.95, max_iter: int = 100) -> tuple[float, float]:
+    """Share σ of failures migrated, as the break-even rule acts, and the interval it gives.
+
+    Seed 003's Eq. 5.10 (:func:`hpcguard.models.checkpoint.multilevel_interval`) stretches
+    the periodic interval by ``1 / (1 − σ)`` with σ the share of failures live migration
+    avoids.  With the break-even rule a warned failure is migrated only when the work it
+    would destroy is older than ``acted_age_h`` (:func:`break_even_age_s`); in a job that
+    checkpoints every τ that work's age is uniform on ``[0, τ)``, so
+
+    ``σ(τ) = catch_rate × max(0, 1 − acted_age_h / τ)``
+
+    and τ is the fixed point ``τ = t_opt(σ(τ))``, iterated from σ = 0 (both sides grow
+    with the other; the iteration climbs to the smallest fixed point).  Issue 55: σ =
+    the catch rate (0.81) while the rule declined three warned failures on jobs in four at a
+    one-year node MTBF.
+
+    Parameters
+    ----------
+    catch_rate
+        Share of failures warned in time (the predictor's recall).
+    acted_age_h
+        Break-even age in hours (0: every warned failure is migrated, σ = the catch rate).
+    mtbf_h, bb_cost_h, pfs_cost_h
+        The job's MTBF and its burst-buffer and PFS checkpoint costs (hours), as for Eq. 5.10.
+    max_sigma
+        Upper bound on σ (Eq. 5.10 diverges at 1).
+
+    Returns
+    -------
+    (sigma, interval_h)
+
+    >>> s, tau = acted_sigma(0.8, 0.0, 100.0, 0.01)             # no break-even: σ = the catch rate
+    >>> round(s, 3), round(tau, 3)
+    (0.8, 3.162)
+    >>> s, tau = acted_sigma(0.8, 1.0, 100.0, 0.01)             # young work is not migrated
+    >>> round(s, 3), round(tau, 3)
+    (0.341, 1.742)
+    >>> acted_sigma(0.8, 100.0, 100.0, 0.01)[0]                 # nothing is ever old enough
+    0.0
+    """
+    from hpcguard.models.checkpoint import multilevel_interval
+
+    if not 0.0 <= catch_rate <= 1.0:
+        raise ValueError("catch_rate must be in [0, 1]")
+    if not acted_age_h >= 0:
+        raise ValueError("acted_age_h must be >= 0")
+    if not 0.0 <= max_sigma < 1.0:
+        raise ValueError("max_sigma must be in [0, 1)")
+    cap = min(float(catch_rate), max_sigma)
+    sigma = 0.0
+    tau = multilevel_interval(mtbf_h, bb_cost_h, pfs_cost_h, sigma=0.0)
+    for _ in range(max_iter):
+        new = cap * max(0.0, 1.0 - acted_age_h / tau) if math.isfinite(acted_age_h) else 0.0
+        tau = multilevel_interval(mtbf_h, bb_cost_h, pfs_cost_h, sigma=new)
+        if abs(new - sigma) < 1e-9:
+            sigma = new
+            break
+        sigma = new
+    return sigma, tau
 
 
 def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCosts,
@@ -245,9 +379,10 @@ def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCost
         Zero or one action: ``kind`` (migrate/checkpoint/drain), ``job_id``, ``nodes``,
         ``deadline`` (predicted failure time), ``source`` ("policy") and ``reason``
         (branch, inputs, lead_minutes, uc if gated, and the value: ``node_hours_at_risk``
-        what a failure at the deadline would destroy, migrate ``n (deadline − t_last)``,
-        checkpoint ``n (now − t_last)``, a drain 0 (the jobs it keeps off the node are not
-        known yet); ``node_hours_cost`` what the action costs, ``n t/3600`` for its time
+        what a failure at the deadline would destroy (:func:`node_hours_at_risk`), migrate
+        ``n (deadline − t_last)``, checkpoint ``n (now − t_last)``, 0 when the job's time
+        limit ends at or before the deadline, a drain 0 (the jobs it keeps off the node are
+        not known yet); ``node_hours_cost`` what the action costs, ``n t/3600`` for its time
         ``t``, a drain the node's hours held until the deadline;
         ``expected_node_hours_saved`` = ``p × at_risk − cost``).
     """
@@ -293,17 +428,19 @@ def decide(prediction: dict, job: dict | None, spare_nodes: int, costs: SiteCost
     decision = multilevel_decision(lead_s, migration_s, safeguard_s, spare_nodes >= costs.spare_per_migration)
     t_last = job.get("last_checkpoint_time")
     t_last = float(job.get("start_time", now) if t_last is None else t_last)
+    job_end = job_end_time(job)
     inputs = {"lead_s": lead_s, "migration_s": migration_s, "safeguard_ckpt_s": safeguard_s,
               "spare_nodes": int(spare_nodes), "num_nodes": n, "last_checkpoint_time": t_last,
-              "memory_gb": memory_gb, "site_costs": costs.to_dict()}
+              "job_end": job_end, "memory_gb": memory_gb, "site_costs": costs.to_dict()}
     reason = {**base_reason, "branch": decision.branch, "inputs": inputs, **uc_info}
     if decision.kind == "none":
         return []
+    at_risk = node_hours_at_risk(decision.kind, n, now, deadline, t_last, job_end)
     if decision.kind == "migrate":
-        at_risk, cost = n * max(deadline - t_last, 0.0) / 3600.0, n * migration_s / 3600.0
+        cost = n * migration_s / 3600.0
         act = {"kind": "migrate", "job_id": str(job["job_id"]), "nodes": [node]}
     else:
-        at_risk, cost = n * max(now - t_last, 0.0) / 3600.0, n * safeguard_s / 3600.0
+        cost = n * safeguard_s / 3600.0
         act = {"kind": "checkpoint", "job_id": str(job["job_id"]), "nodes": nodes or [node]}
     worth_it = break_even(prob, at_risk, cost)
     if apply_break_even and not worth_it:

@@ -13,7 +13,9 @@ is ``overhead + w + (⌈w/τ⌉ − 1) δ`` long for remaining work ``w``.  Chec
 accounted analytically (no event per checkpoint).  When a node fails, the job on it
 loses the work since its last checkpoint, releases its nodes, and is re-queued at the
 head of the queue; it restarts from the checkpoint paying the restart cost.  Failed
-nodes are down for the record's repair time.
+nodes are down for the record's repair time.  A live migration moves a job's processes
+but writes nothing: the work since its last checkpoint is carried into the new segment,
+still at risk, and the periodic schedule goes on from that checkpoint.
 
 Policies (``POLICIES``) combine: the checkpoint interval (none, Young, Daly, the
 failure-probability aware interval, burst-buffer multilevel), FARS rescheduling with
@@ -43,7 +45,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from hpcguard.models import fars
-from hpcguard.models.policy import SUMMIT, DecisionPolicy, SiteCosts
+from hpcguard.models.policy import SUMMIT, DecisionPolicy, SiteCosts, break_even_age_s
 from hpcguard.simulators.failures import FailureTrace, Predictions, empty_predictions
 from hpcguard.simulators.workload import Workload
 
@@ -142,11 +144,15 @@ class SimResult:
 
 
 def checkpoint_intervals(wl: Workload, policy: Policy, costs: Costs, node_mtbf_h: float,
-                         shape: Optional[float] = None, sigma: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                         shape: Optional[float] = None, sigma: float = 0.0,
+                         acted_age_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Per-job checkpoint interval τ (s; inf = no checkpoints) and cost δ (s) for ``policy``.
 
     Calls :mod:`hpcguard.models.checkpoint` (the decision agent's implementation).  The
     job MTBF is the node MTBF scaled by the job's node count (seed 000 Eq. 3.14).
+    ``multilevel``: ``sigma`` is the share of failures warned in time; with the break-even
+    rule only warned failures whose work is older than ``acted_age_s`` are migrated, and
+    Eq. 5.10's σ is the share that is (:func:`hpcguard.models.policy.acted_sigma`).
     """
     n = len(wl)
     delta_s = costs.bb_ckpt_s if policy.burst_buffer else costs.ckpt_s
@@ -174,7 +180,10 @@ def checkpoint_intervals(wl: Workload, policy: Policy, costs: Costs, node_mtbf_h
         elif policy.checkpoint == "daly":
             iv = ck.daly_interval(job_mtbf_h, delta_s / 3600.0)
         elif policy.checkpoint == "multilevel":
-            iv = ck.multilevel_interval(job_mtbf_h, delta_s / 3600.0, costs.ckpt_s / 3600.0, sigma=sigma)
+            from hpcguard.models.policy import acted_sigma
+
+            iv = acted_sigma(sigma, acted_age_s / 3600.0, job_mtbf_h, delta_s / 3600.0, costs.ckpt_s / 3600.0)[1] \
+                if sigma > 0 else ck.multilevel_interval(job_mtbf_h, delta_s / 3600.0, costs.ckpt_s / 3600.0)
         else:
             raise ValueError(f"unknown checkpoint method {policy.checkpoint!r}")
         iv = float(getattr(iv, "interval_h", iv))
@@ -230,10 +239,14 @@ class ClusterSimulator:
             node_mtbf_h = (span * nodes / len(failures) / 3600.0) if len(failures) else INF
         self.node_mtbf_h = node_mtbf_h
         self.weibull_shape = weibull_shape
-        sigma = 0.0
+        sigma, acted_age_s = 0.0, 0.0
         if policy.migrate and len(self.pred):
             sigma = min(self.pred.measured_recall(failures), 0.95)
-        self.tau, self.delta = checkpoint_intervals(workload, policy, costs, node_mtbf_h, weibull_shape, sigma)
+            if break_even:   # Eq. 5.10's σ: only the warned failures the break-even rule migrates
+                acted_age_s = break_even_age_s(self.precision, costs.site.migration_seconds())
+        self.sigma, self.acted_age_s = sigma, acted_age_s
+        self.tau, self.delta = checkpoint_intervals(workload, policy, costs, node_mtbf_h, weibull_shape, sigma,
+                                                    acted_age_s)
         # the streaming decision agent's policy object, with the same site costs
         self.decision = DecisionPolicy(costs.site, strategy=policy.fars or "sul-d", precision=self.precision,
                                        interval_h=costs.fars_interval_s / 3600.0,
@@ -250,9 +263,13 @@ class ClusterSimulator:
         self.rem = wl.runtime.astype(float).tolist()      # remaining work
         self.tau_l, self.delta_l = self.tau.tolist(), self.delta.tolist()   # per job; aware re-evaluates τ
         self.seg_start = [0.0] * J
+        self.run_start = [0.0] * J         # when the job last (re)started (Slurm's start_time)
         self.seg_ovh = [0.0] * J
         self.seg_ovh_kind = ["start"] * J
         self.seg_wall = [0.0] * J           # planned effective length of the segment
+        # work since the last checkpoint that a live migration carried into the segment: done, not durable
+        self.seg_carry = [0.0] * J
+        self.seg_age0 = [0.0] * J            # wall age of the last durable state at the segment start
         self.eff_done = [0.0] * J            # effective time done before eff_last
         self.eff_last = [0.0] * J
         self.rate = [1.0] * J
@@ -375,7 +392,8 @@ class ClusterSimulator:
     # ------------------------------------------------------------------ segments
     def _segment_length(self, j: int) -> float:
         w, tau, d = self.rem[j], self.tau_l[j], self.delta_l[j]
-        n_ck = max(math.ceil(w / tau) - 1, 0) if tau < INF else 0
+        # carried work p shifts the schedule: the first checkpoint comes after τ − p of new work
+        n_ck = max(math.ceil((w + self.seg_carry[j]) / tau) - 1, 0) if tau < INF else 0
         return self.seg_ovh[j] + w + n_ck * d
 
     def _aware_restart_tau(self, j: int) -> float:
@@ -393,12 +411,19 @@ class ClusterSimulator:
         return self.eff_done[j] + (t - self.eff_last[j]) * self.rate[j]
 
     def _decompose(self, j: int, eff: float) -> tuple[float, float, float, float]:
-        """Effective time ``eff`` into (overhead spent, work saved, work unsaved, checkpoint time)."""
-        ovh = self.seg_ovh[j]
+        """Effective time ``eff`` into (overhead spent, work saved, work unsaved, checkpoint time).
+
+        Work the segment carried in from a live migration (``seg_carry``, p) counts as done
+        before the segment's start: the schedule is that of a segment with ``p`` more work
+        begun ``p`` earlier.  So "saved" includes ``p`` once a checkpoint completed in this
+        segment, "unsaved" includes it before; the work this segment did is
+        ``saved + unsaved − p``.
+        """
+        ovh, p = self.seg_ovh[j], self.seg_carry[j]
         if eff <= ovh:
-            return eff, 0.0, 0.0, 0.0
-        e = eff - ovh
-        w, tau, d = self.rem[j], self.tau_l[j], self.delta_l[j]
+            return eff, 0.0, p, 0.0
+        e = eff - ovh + p
+        w, tau, d = self.rem[j] + p, self.tau_l[j], self.delta_l[j]
         if tau == INF:
             return ovh, 0.0, min(e, w), 0.0
         n_ck = max(math.ceil(w / tau) - 1, 0)
@@ -418,6 +443,7 @@ class ClusterSimulator:
         self.job_nodes[j] = free
         if math.isnan(self.first_start[j]):
             self.first_start[j] = t
+        self.run_start[j] = t
         kind = self.restart_kind[j]
         if kind is None:
             ovh, okind = 0.0, "start"
@@ -434,10 +460,14 @@ class ClusterSimulator:
         if self.io is not None and self.wl.io_demand[j] > 0:
             self._io_rates(t)
 
-    def _begin_segment(self, j: int, t: float, ovh: float, kind: str) -> None:
+    def _begin_segment(self, j: int, t: float, ovh: float, kind: str, carry: float = 0.0, age: float = 0.0) -> None:
+        """Start a run segment at ``t`` with overhead ``ovh``; ``carry`` s of work since the last
+        checkpoint, ``age`` s of wall time old, come along (a live migration), else none."""
         if kind == "restart" and self.policy.checkpoint == "aware":
             self.tau_l[j] = self._aware_restart_tau(j)
         self.seg_start[j] = t
+        self.seg_carry[j] = carry
+        self.seg_age0[j] = age
         self.seg_ovh[j] = ovh
         self.seg_ovh_kind[j] = kind
         self.eff_done[j] = 0.0
@@ -447,11 +477,20 @@ class ClusterSimulator:
         self.version[j] += 1
         self._push(t + self.seg_wall[j] / self.rate[j], _END, j, self.version[j])
 
-    def _close_segment(self, j: int, t: float, keep_unsaved: bool) -> tuple[float, float]:
-        """Account the current segment up to ``t``; returns (work saved, work lost)."""
+    def _close_segment(self, j: int, t: float, unsaved_to: str) -> tuple[float, float]:
+        """Account the current segment up to ``t``; returns (work made durable, work lost).
+
+        ``unsaved_to`` says what becomes of the work since the last checkpoint: ``"keep"``
+        (the job ends, or a checkpoint is written: it is durable), ``"lose"`` (a failure or
+        kill: the job restarts from its last checkpoint) or ``"carry"`` (a live migration:
+        the job goes on from where it is, but nothing was written, so the work stays at risk;
+        the caller passes :attr:`seg_carry` on to the next segment).
+        """
         n = self.size[j]
         eff = min(self._eff(j, t), self.seg_wall[j])
         ovh, saved, unsaved, ckpt = self._decompose(j, eff)
+        carried = self.seg_carry[j]
+        done = saved + unsaved - carried     # the work this segment did
         wall = t - self.seg_start[j]
         kind = self.seg_ovh_kind[j]
         a = self.acc
@@ -461,13 +500,18 @@ class ClusterSimulator:
         a["io_slowdown"] += max(wall - eff, 0.0) * n
         a["busy"] += wall * n
         lost = 0.0
-        if keep_unsaved:
+        if unsaved_to == "keep":
             saved += unsaved
-        else:
+            unsaved = 0.0
+        elif unsaved_to == "lose":
             lost = unsaved
             a["lost"] += unsaved * n
+        elif unsaved_to != "carry":
+            raise ValueError(f"unsaved_to must be keep, lose or carry, not {unsaved_to!r}")
         a["useful"] += saved * n
-        self.rem[j] = max(self.rem[j] - saved, 0.0)
+        # the job is ``done`` further on; a lost stretch (carried work included) is to do again
+        self.rem[j] = max(self.rem[j] - done + lost, 0.0)
+        self.seg_carry[j] = unsaved if unsaved_to == "carry" else 0.0
         return saved, lost
 
     def _release(self, j: int) -> None:
@@ -478,7 +522,7 @@ class ClusterSimulator:
         self.running.discard(j)
 
     def _finish(self, j: int, t: float) -> None:
-        self._close_segment(j, t, keep_unsaved=True)
+        self._close_segment(j, t, "keep")
         self.completion[j] = t
         self._release(j)
         if self.io is not None and self.wl.io_demand[j] > 0:
@@ -502,7 +546,7 @@ class ClusterSimulator:
         self._schedule(t)
 
     def _kill(self, j: int, t: float, failure: bool) -> None:
-        _, lost = self._close_segment(j, t, keep_unsaved=False)
+        _, lost = self._close_segment(j, t, "lose")
         self._release(j)
         self.version[j] += 1
         if failure:
@@ -515,7 +559,7 @@ class ClusterSimulator:
     def _time_limit(self, j: int, t: float) -> int:
         """Seed 004 §5.2: a job past its time limit is killed; re-run with probability 1/2."""
         self.counts["limit_kills"] += 1
-        self._close_segment(j, t, keep_unsaved=False)
+        self._close_segment(j, t, "lose")
         self._release(j)
         self.version[j] += 1
         if self.rng.random() < self.io.rerun_probability:
@@ -635,17 +679,33 @@ class ClusterSimulator:
         return np.array(fars.spare_pool(idle_ids.tolist(), suspicious.tolist(), head_size, releases), np.int64)
 
     def _job_view(self, j: int, now: float) -> dict:
-        """A running job as :class:`hpcguard.models.policy.DecisionPolicy` reads it (the agent's job record)."""
+        """A running job as :class:`hpcguard.models.policy.DecisionPolicy` reads it (the agent's job record).
+
+        ``start_time`` is when the job last (re)started and ``start_time + time_limit_s`` when it
+        ends at the latest as the scheduler knows it: its estimate (with the checkpoints it still
+        takes, :meth:`_expected_end`), or the enforced time limit when that comes first.  The
+        policy counts nothing at risk for a job that ends before the predicted failure.
+        """
+        end = self._expected_end(j, now)
+        if self.io is not None and self.io.enforce_time_limit:
+            end = min(end, self.limit_at[j])
+        since = self._since_durable(j, now)
+        return {"job_id": str(j), "nodes": [str(n) for n in self.job_nodes[j].tolist()], "num_nodes": self.size[j],
+                "start_time": self.run_start[j], "time_limit_s": max(end - self.run_start[j], 1e-3),
+                "last_checkpoint_time": now - max(since, 0.0),
+                "requeue_h": self.costs.requeue_s / 3600.0, "restart_h": self.costs.restart_s / 3600.0}
+
+    def _since_durable(self, j: int, now: float) -> float:
+        """Wall time since job ``j``'s last durable state: its last checkpoint in this segment, else
+        the segment start (plus the age of the work a live migration carried in)."""
         eff = min(self._eff(j, now), self.seg_wall[j])
         ovh, saved, _, _ = self._decompose(j, eff)
         tau, d = self.tau_l[j], self.delta_l[j]
-        k = saved / tau if tau < INF else 0.0
-        # wall time since the last durable state: the last checkpoint in this segment, else the segment start
-        since = (now - self.seg_start[j]) if k == 0 else (eff - ovh - k * (tau + d)) / self.rate[j]
-        return {"job_id": str(j), "nodes": [str(n) for n in self.job_nodes[j].tolist()], "num_nodes": self.size[j],
-                "start_time": self.seg_start[j], "time_limit_s": self.est[j],
-                "last_checkpoint_time": now - max(since, 0.0),
-                "requeue_h": self.costs.requeue_s / 3600.0, "restart_h": self.costs.restart_s / 3600.0}
+        k = round(saved / tau) if tau < INF else 0
+        if k == 0:
+            return now - self.seg_start[j] + self.seg_age0[j]
+        # on the shifted schedule (see _decompose) checkpoint k ends at k(τ + δ) − p into the work
+        return max(eff - ovh + self.seg_carry[j] - k * (tau + d), 0.0) / self.rate[j]
 
     def _decide(self, nodes: np.ndarray, fidx: np.ndarray, deadline: np.ndarray, t: float, window_end: float) -> None:
         """Ask the decision policy about the warned nodes and apply what it says.
@@ -690,7 +750,8 @@ class ClusterSimulator:
                 self.counts["fars_rescheduled" if pol.fars else "migrations"] += 1
                 self.counts["avoided_failures"] += int(bool(true_fail & set(bad[:take].tolist())))
             elif act["kind"] == "checkpoint" and pol.safeguard:
-                self._close_segment(j, t, keep_unsaved=True)
+                # a safeguard checkpoint writes the job's state: its unsaved work becomes durable
+                self._close_segment(j, t, "keep")
                 # the periodic schedule restarts after the safeguard checkpoint (seed 003 Tab. 4.1)
                 self._begin_segment(j, t, act["reason"]["inputs"]["safeguard_ckpt_s"], "safeguard")
                 self.counts["safeguards"] += 1
@@ -707,8 +768,18 @@ class ClusterSimulator:
 
     def _move(self, j: int, old: np.ndarray, new: np.ndarray, t: float, overhead: float, kind: str,
               drain_until: float = 0.0) -> None:
-        """Move job ``j``'s processes from ``old`` to ``new`` nodes, keeping its progress; drain ``old``."""
-        self._close_segment(j, t, keep_unsaved=True)
+        """Move job ``j``'s processes from ``old`` to ``new`` nodes, keeping its progress; drain ``old``.
+
+        A FARS move is stop-and-restart (its overhead O_F is a checkpoint and a restart): the
+        work so far is durable and the periodic schedule starts again.  A live migration
+        (``kind="migration"``) copies the processes' memory and writes nothing: the work since
+        the last checkpoint goes with the job, still at risk, until the next checkpoint,
+        which comes when the old schedule says; a later failure loses it.
+        """
+        live = kind == "migration"
+        age = self._since_durable(j, t) if live else 0.0
+        self._close_segment(j, t, "carry" if live else "keep")
+        carry = self.seg_carry[j]
         self.node_job[old] = -1
         self.n_free += int((~self.node_down[old]).sum())
         if drain_until > t:
@@ -718,7 +789,7 @@ class ClusterSimulator:
         nodes = self.job_nodes[j]
         keep = nodes[~np.isin(nodes, old)]
         self.job_nodes[j] = np.concatenate([keep, new])
-        self._begin_segment(j, t, overhead, kind)
+        self._begin_segment(j, t, overhead, kind, carry=carry, age=age if carry > 0 else 0.0)
 
     # ------------------------------------------------------------------ IO contention and CanarIO
     def _rate_for(self, j: int) -> float:

@@ -162,3 +162,96 @@ def test_cli_evaluate_policies_table_json_and_plot(tmp_path):
     assert table.exit_code == 0 and "| sul-d |" in table.stdout
     bad = CliRunner().invoke(app, args[:-2] + ["--policies", "fcfs,bogus"])
     assert bad.exit_code != 0 and "bogus" in bad.output
+
+
+def _one_warned_job(runtime_s: float, precision: float = 0.9):
+    """A 2-node job on a 4-node cluster, its node 0 fails at 1200 s, warned 300 s ahead."""
+    from hpcguard.models.policy import SiteCosts
+    from hpcguard.simulators.cluster import POLICIES, ClusterSimulator
+    from hpcguard.simulators.failures import Predictions
+
+    wl = Workload(submit=np.zeros(1), runtime=np.array([runtime_s]), size=np.array([2], np.int64),
+                  estimate=np.array([runtime_s]), io_sensitive=np.zeros(1, bool), io_demand=np.zeros(1),
+                  job_id=np.arange(1))
+    fl = FailureTrace(np.array([1200.0]), np.array([0], np.int64), np.array([600.0]))
+    pr = Predictions(issued=np.array([0.0]), node=np.array([0], np.int64), window_start=np.array([1200.0]),
+                     window_end=np.array([1200.0]), failure_index=np.array([0], np.int64), n_failure_windows=1,
+                     lead_s=300.0)
+    sim = ClusterSimulator(wl, 4, fl, POLICIES["multilevel"], predictions=pr, precision=precision,
+                           costs=Costs(site=SiteCosts()))
+    sim.run()
+    return sim
+
+
+def test_simulator_does_not_migrate_a_job_that_ends_before_its_warned_failure():
+    """Issue 55: the job view gives the job's end; a job done before the failure has nothing at risk."""
+    ends = _one_warned_job(1000.0)          # ends at 1000 s, the failure comes at 1200 s
+    assert ends.decisions == [] and ends.counts["migrations"] == 0
+    runs = _one_warned_job(2000.0)          # still running at 1200 s: 2 nodes × 1200 s at risk
+    assert [a["kind"] for a in runs.decisions] == ["migrate"] and runs.counts["avoided_failures"] == 1
+    assert runs.decisions[0]["reason"]["inputs"]["job_end"] >= 2000.0
+
+
+def test_multilevel_interval_sigma_follows_the_break_even_rule():
+    """Eq. 5.10's σ: the catch rate without the rule, only the failures it migrates with it."""
+    from hpcguard.models.policy import SiteCosts, acted_sigma, break_even_age_s
+    from hpcguard.simulators.cluster import POLICIES, ClusterSimulator
+
+    rng = np.random.default_rng(3)
+    wl = synthetic_workload(rng, n_jobs=200, nodes=64)
+    fl = renewal_failures(np.random.default_rng(4), 64, 20 * 86400, mtbf_h=24 * 30)
+    pred = emulate_predictor(np.random.default_rng(5), fl, 64, 20 * 86400, 1800.0, 0.5, 0.8, 300.0)
+    costs = Costs(site=SiteCosts())
+    on, off = (ClusterSimulator(wl, 64, fl, POLICIES["multilevel"], costs=costs, predictions=pred, precision=0.002,
+                                node_mtbf_h=24 * 30, break_even=be) for be in (True, False))
+    assert off.acted_age_s == 0.0 and on.acted_age_s == pytest.approx(break_even_age_s(0.002, 10.24))
+    assert on.sigma == off.sigma > 0
+    assert np.all(on.tau <= off.tau) and np.any(on.tau < off.tau)
+    from hpcguard.models.checkpoint import scale_mtbf
+
+    big = int(np.argmax(wl.size))
+    _, tau_h = acted_sigma(on.sigma, on.acted_age_s / 3600, float(scale_mtbf(24 * 30, int(wl.size[big]), 1)),
+                           costs.bb_ckpt_s / 3600, costs.ckpt_s / 3600)
+    assert on.tau[big] == pytest.approx(tau_h * 3600)
+
+
+def _migrated_then_failed(fail_at: float):
+    """A 2-node, 5000 s job on 4 nodes; τ = 1000 s, δ = 100 s (first checkpoint done at 1100 s).
+
+    A false alarm on node 0 (predicted for 1900 s, 300 s lead) migrates it at 1600 s to node 2;
+    node 1, which it keeps, then fails at ``fail_at`` (repaired 100 s later).
+    """
+    from hpcguard.models.policy import SiteCosts
+    from hpcguard.simulators.cluster import ClusterSimulator, Policy
+    from hpcguard.simulators.failures import Predictions
+
+    wl = _wl([0], [5000], [2])
+    fl = FailureTrace(np.array([fail_at]), np.array([1], np.int64), np.array([100.0]))
+    pr = Predictions(issued=np.array([0.0]), node=np.array([0], np.int64), window_start=np.array([1900.0]),
+                     window_end=np.array([1900.0]), failure_index=np.array([-1], np.int64), n_failure_windows=0,
+                     lead_s=300.0)
+    pol = Policy("young-migrate", checkpoint="young", migrate=True)
+    sim = ClusterSimulator(wl, 4, fl, pol, predictions=pr, precision=0.9, node_mtbf_h=24.0, break_even=False,
+                           costs=Costs(ckpt_s=100.0, restart_s=50.0, site=SiteCosts()))
+    sim.tau[:] = 1000.0
+    res = sim.run()
+    assert sim.counts["migrations"] == 1 and res.failed.tolist() == [1]
+    return sim, res, sim.decisions[0]["reason"]["inputs"]["migration_s"]
+
+
+def test_live_migration_does_not_make_unsaved_work_durable():
+    """A live migration moves the processes and writes nothing: a later failure before the next
+    checkpoint loses the work since the last checkpoint (1000 s of work, done at 1100 s), not only
+    the work since the migration; the periodic schedule goes on from that checkpoint."""
+    # migrated at 1600 s (500 s of work unsaved), moving takes m s; node 1 fails at 1900 s
+    sim, res, m = _migrated_then_failed(1900.0)
+    lost = 500.0 + (1900.0 - 1600.0 - m)              # not just the 300 − m s since the migration
+    assert res.totals["lost"] == pytest.approx(2 * lost)
+    assert res.totals["useful"] == pytest.approx(2 * 5000.0)
+    # restart at 1900 s on the free nodes 2, 3 from the 1000 s checkpoint: 50 + 4000 + 3 × 100
+    assert res.completion[0] == pytest.approx(1900.0 + 50.0 + 4000.0 + 300.0)
+    # the next checkpoint comes τ after the last one, 500 s of work after the migration (ends at
+    # 1600 + m + 500 + 100) and saves the carried work too: a failure at 2400 s loses only what follows
+    sim, res, m = _migrated_then_failed(2400.0)
+    assert res.totals["lost"] == pytest.approx(2 * (2400.0 - (1600.0 + m + 600.0)))
+    assert res.completion[0] == pytest.approx(2400.0 + 50.0 + 3000.0 + 200.0)

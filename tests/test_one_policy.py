@@ -9,6 +9,8 @@ event) must return identical actions.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -59,7 +61,10 @@ def _simulator_path(costs, lead_s, n_nodes, size, queued, node):
     pr = Predictions(issued=np.array([0.0]), node=np.array([node], np.int64), window_start=np.array([0.0]),
                      window_end=np.array([FAIL_AT + 600.0]), failure_index=np.array([0], np.int64),
                      n_failure_windows=1, lead_s=lead_s)
-    sim = ClusterSimulator(wl, n_nodes, fl, POLICIES["multilevel"], costs=Costs(site=costs), predictions=pr)
+    # no periodic checkpoints: the agent's job record has no last checkpoint either (both paths see the
+    # work since the job's start at risk); the warning tree and break-even rule are those of "multilevel"
+    policy = replace(POLICIES["multilevel"], checkpoint="none")
+    sim = ClusterSimulator(wl, n_nodes, fl, policy, costs=Costs(site=costs), predictions=pr)
     sim.run()
     return sim.decisions
 

@@ -3,8 +3,9 @@ import math
 
 import pytest
 
-from hpcguard.models.policy import (SUMMIT, SiteCosts, checkpoint_recommendation, decide, decide_many, multilevel_decision,
-                                    shift_schedule, uc_gate)
+from hpcguard.models.policy import (SUMMIT, SiteCosts, acted_sigma, break_even_age_s, checkpoint_recommendation, decide,
+                                    decide_many, job_end_time, multilevel_decision, node_hours_at_risk, shift_schedule,
+                                    uc_gate)
 
 PRED = {"node": "n3", "time": 10_000.0, "warn": True, "lead_minutes": 2.0, "failure_probability": 0.8,
         "model": "ensemble-lstm"}
@@ -133,6 +134,56 @@ def test_break_even_holds_back_actions_that_cost_more_than_they_save():
     assert decide(unlikely, JOB, 0, costs) == []
     (ck,) = decide({**PRED, "failure_probability": 0.5}, JOB, 0, costs)
     assert ck["reason"]["break_even"] is True and ck["reason"]["expected_node_hours_saved"] > 0
+
+
+def test_nothing_at_risk_for_a_job_that_ends_before_the_predicted_failure():
+    """Issue 55: at a 3-year node MTBF 15 % of the migrations protected jobs whose time limit ended
+    before the warned failure; a failure that comes after the job has gone destroys nothing of it."""
+    costs = SiteCosts()
+    deadline = PRED["time"] + 60.0 * PRED["lead_minutes"]
+    ending = {**JOB, "time_limit_s": deadline - JOB["start_time"] - 1.0}    # gone 1 s before the failure
+    likely = {**PRED, "failure_probability": 0.9}
+    assert decide(likely, ending, 1, costs) == [] and decide(likely, ending, 0, costs) == []
+    for spare in (1, 0):
+        (act,) = decide(likely, ending, spare, costs, apply_break_even=False)
+        assert act["reason"]["node_hours_at_risk"] == 0.0 and act["reason"]["break_even"] is False
+        assert act["reason"]["inputs"]["job_end"] == deadline - 1.0
+    running = {**JOB, "time_limit_s": deadline - JOB["start_time"] + 1.0}   # still running at the failure
+    (mig,) = decide(likely, running, 1, costs)
+    assert mig["kind"] == "migrate"
+    assert mig["reason"]["node_hours_at_risk"] == pytest.approx(4 * (deadline - JOB["last_checkpoint_time"]) / 3600)
+    assert decide(likely, {k: v for k, v in JOB.items() if k != "time_limit_s"}, 1, costs)[0]["kind"] == "migrate"
+
+
+def test_node_hours_at_risk_and_job_end():
+    assert job_end_time({"start_time": 10.0, "time_limit_s": 0}) is None
+    assert job_end_time({"start_time": None, "time_limit_s": 60}) is None
+    assert node_hours_at_risk("migrate", 2, 3600.0, 7200.0, 0.0) == pytest.approx(4.0)
+    assert node_hours_at_risk("checkpoint", 2, 3600.0, 7200.0, 0.0) == pytest.approx(2.0)
+    assert node_hours_at_risk("migrate", 2, 3600.0, 7200.0, 0.0, job_end=7200.0) == 0.0
+    assert node_hours_at_risk("checkpoint", 2, 3600.0, 7200.0, 0.0, job_end=7200.1) == pytest.approx(2.0)
+    # still running past its limit (grace time, stale limit): its end is unknown, the work counts
+    assert node_hours_at_risk("migrate", 2, 3600.0, 7200.0, 0.0, job_end=3600.0) == pytest.approx(4.0)
+    with pytest.raises(ValueError):
+        node_hours_at_risk("drain", 1, 0.0, 1.0, 0.0)
+
+
+def test_interval_sigma_counts_only_the_failures_break_even_migrates():
+    """Eq. 5.10's σ is the share of failures migrated; with the break-even rule a warned failure
+    whose work is younger than t_mig / p is not, so σ is below the catch rate and falls with p."""
+    from hpcguard.models.checkpoint import multilevel_interval
+
+    assert break_even_age_s(0.002, 10.0) == pytest.approx(5000.0)
+    sigma0, tau0 = acted_sigma(0.81, 0.0, 300.0, 30 / 3600, 180 / 3600)
+    assert sigma0 == pytest.approx(0.81)                                    # no rule: the old σ
+    assert tau0 == pytest.approx(multilevel_interval(300.0, 30 / 3600, 180 / 3600, sigma=0.81))
+    sigmas = [acted_sigma(0.81, break_even_age_s(p, 10.0) / 3600, 300.0, 30 / 3600, 180 / 3600)
+              for p in (0.05, 0.0056, 0.0019, 0.0006)]
+    assert all(a[0] > b[0] and a[1] > b[1] for a, b in zip(sigmas, sigmas[1:]))
+    assert sigmas[0][0] < 0.81
+    for sigma, tau in sigmas:                                              # a fixed point of both relations
+        assert tau == pytest.approx(multilevel_interval(300.0, 30 / 3600, 180 / 3600, sigma=sigma))
+    assert acted_sigma(0.81, 1e6, 300.0, 30 / 3600)[0] == 0.0
 
 
 def test_checkpoint_size_follows_the_nodes_meminfo():
