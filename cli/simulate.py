@@ -47,9 +47,9 @@ def telemetry(
     anomaly_minutes: Optional[tuple[float, float]] = opt(None, "--anomaly-minutes", panel=OVERRIDES,
                                                          metavar="LO HI", help="A benign hump's minutes."),
     altheader: bool = flag(False, "--altheader", panel=FILES, help="LDMS headers in .HEADER files."),
-    io: bool = flag(True, "--io/--no-io", panel=FILES, show_default="on", help="The 1 s lustre_client file."),
+    io: bool = flag(True, "--io/--no-io", panel=FILES, show_default="on", help="1 s lustre_client file."),
     slurm_events: bool = flag(False, "--slurm-events", panel=FILES,
-                              help="Slurm's node events too (slurm/events.txt, sacctmgr show event)."),
+                              help="slurm/events.txt too."),
     as_json: bool = flag(False, "--json", help="Print the summary (or the list) as JSON."),
 ) -> None:
     """Write simulated telemetry in the real formats, with ground truth.

@@ -13,7 +13,9 @@ few hours therefore needs the episodes placed on purpose:
 * episode 1 starts right after those baseline runs: its windows are labelled
   degraded by the stretched probes and join the online k-NN bank one label lag later;
 * episode 2 starts one label lag after episode 1, when the detector has learnt
-  episode 1, and lasts until shortly before the end: it is the one detected online.
+  episode 1: it is the one detected online (it lasts at least ``MIN_DETECT_S``);
+* the recording ends with ``HEALTHY_TAIL_S`` of healthy file system after episode 2, so the
+  detector sees the degradation end and the jobs it held are released (Fig. 5.1c).
 
 For CanarIO's IO-aware actions the jobs need predicted IO sensitivities:
 :func:`write_job_scripts` writes a batch script ``jobscripts/<job_id>.sh`` for every
@@ -22,6 +24,10 @@ job of the telemetry's ``slurm/sacct.txt`` (templates of
 ``jobscripts/sensitivity.csv``; the replay attaches each script to its job's submit
 event) and :func:`train_job_classifier` pre-trains the PRIONN classifier on a
 separate simulated PFS history and saves it for the worker (``worker.job_classifier``).
+
+:func:`offline_io_actions` decides CanarIO's actions on the recorded files without a broker (the
+worker's ``io`` role in event time): the demo compares them with the streamed ones, and
+``benchmarks/demo_seeds.py`` counts them over many seeds.
 
 The per-second slowdown divides every node's Lustre rates in
 :func:`~hpcguard.simulators.telemetry.simulate_telemetry` (``io_slowdown=``) and
@@ -54,21 +60,29 @@ PROBE_HEAD_S = 60.0          # the probes' first runs all start within this
 BASELINE_RUNS = 1            # expected runtime = the first run of a type (one slot per type: see PROBE_SLOTS)
 PROBE_SLOTS = 1              # one probe run at a time per type: five nodes, the probes' node-hours are a cost
 EPISODE1_S = 1200.0          # 20 minutes of episode 1
-MIN_DETECT_S = 600.0         # episode 2 must leave this long to detect it
+MIN_DETECT_S = 600.0         # episode 2 must last this long to detect it
+HEALTHY_TAIL_S = 600.0       # healthy minutes after episode 2: the detector sees the degradation end
 GRID_S = 15.0                # the telemetry's 1 s grid is rounded up to 15 s
 
 
 def scenario_episodes(span_s: float, label_lag_s: float | None = None) -> tuple[list[dict], bool]:
     """Two severe episodes (seconds from the start) and whether episode 2 is learnable in time.
 
+    Episode 2 ends ``HEALTHY_TAIL_S`` before the end of the span (its windows turn healthy again
+    while the stream still runs); a span too short for that keeps the fallback layout (no
+    online detection expected).
+
     >>> eps, ok = scenario_episodes(7200.0)
     >>> [(round(e["start"]), round(e["end"])) for e in eps], ok
-    ([(1609, 2809), (5833, 7140)], True)
+    ([(1609, 2809), (5833, 6600)], True)
+    >>> eps, ok = scenario_episodes(3600.0)
+    >>> [(round(e["start"]), round(e["end"])) for e in eps], ok
+    ([(720, 1260), (2160, 3240)], False)
     """
     lag = LateLabeler().timeout_s if label_lag_s is None else float(label_lag_s)
     first = max(p.expected_runtime_s for p in PROBE_TYPES) * 1.1 + PROBE_HEAD_S  # baseline runs done
     ep1 = (first, first + EPISODE1_S)
-    ep2 = (first + lag, span_s - 60.0)
+    ep2 = (first + lag, span_s - HEALTHY_TAIL_S)
     detectable = ep2[1] - ep2[0] >= MIN_DETECT_S
     if not detectable:  # too short to learn online: still show two episodes (no detection expected)
         ep1, ep2 = (0.2 * span_s, 0.35 * span_s), (0.6 * span_s, 0.9 * span_s)
@@ -164,3 +178,75 @@ def train_job_classifier(path: str, seed: int, hours: float = 6.0, jobs_per_hour
     save_job_classifier(clf, path)
     n = min(int(ids.size), clf.train_size)
     return {"path": path, "jobs": n, "io_sensitive": int(trace.jobs["io_sensitive"][-n:].sum()), "seed": seed}
+
+
+def offline_io_actions(data_dir: str, env: dict, settings=None) -> dict:
+    """CanarIO's decisions on a recorded demo directory without a broker: the worker's ``io`` role
+    (:mod:`~hpcguard.streams.agents_io`) replayed in event time.
+
+    The nodes' 1 s Lustre rates (``ldms/lustre_client.csv``, decoded as normalize decodes them)
+    are summed into the system's 1-minute windows (:class:`~hpcguard.models.canario.online.SystemIoWindows`),
+    each window is judged by the same :class:`~hpcguard.models.canario.online.CanarioState` the worker
+    builds from ``env`` (the scenario's ``HPCGUARD_WORKER__*`` settings, the pre-trained job
+    classifier included) after the probes that ended by then, and while degraded (or holding a job)
+    Fig. 5.1 decides on the queue and the running jobs at the window's end (the jobs' batch scripts
+    from their submit events).  A node whose samples stop (a failure, the recording's end) goes idle
+    and no longer holds the windows back, as in the stream; the recording's last window is not
+    judged (the newest clock never passes its end by the lateness).
+
+    Returns ``{"windows": [(window_end, degraded, probability)], "actions": [...]}`` (the actions as
+    the worker publishes them, with the same ids).
+    """
+    import json as _json
+    from pathlib import Path
+
+    from hpcguard.connectors.ldms import LdmsDecoder
+    from hpcguard.connectors.replay import iter_recorded
+    from hpcguard.connectors.sacct import decode_slurm_envelope
+    from hpcguard.models.canario.online import SystemIoWindows
+    from hpcguard.models.jobs import JobTimeline
+    from hpcguard.settings import Settings
+    from hpcguard.connectors.mapping import SensorMapping
+    from hpcguard.streams.agents_decide import make_action
+    from hpcguard.streams.agents_io import canario_state
+
+    prefix = "HPCGUARD_WORKER__"
+    worker = {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix)}
+    settings = (settings or Settings.load()).with_overrides(worker=worker)
+    d = Path(data_dir)
+    canario = canario_state(settings)
+    timeline = JobTimeline()
+    decoder = LdmsDecoder(SensorMapping.load(settings.worker.sensor_map or None))
+    names, times, reads, writes = [], [], [], []
+    paths = [p for p in (d / "ldms" / "lustre_client.csv", d / "slurm", d / "probes.csv") if p.exists()]
+    for m in iter_recorded(paths):
+        kind = getattr(m, "kind", "")
+        value = _json.loads(m.value) if isinstance(m.value, (bytes, str)) else m.value
+        if kind == "slurm":
+            event = decode_slurm_envelope(value)
+            if event.get("job_id"):
+                timeline.add(event)
+        elif kind == "probes":
+            canario.on_probe(value["probe_id"], value["probe_type"], value["start"], value["end"])
+        elif kind == "ldms:lustre_client":
+            s = decoder.decode("lustre_client", value)
+            if s is not None:
+                names.append(s["node"])
+                times.append(s["time"])
+                reads.append(s["values"].get("io_read_bytes", 0.0))
+                writes.append(s["values"].get("io_write_bytes", 0.0))
+    windows = SystemIoWindows(window_s=settings.worker.io_window_s, idle_s=settings.worker.idle_s)
+    closed, _late = windows.add_many(names, np.array(times), np.array(reads), np.array(writes), now=0.0)
+    # the stream's nodes go idle once their samples stop (a failed node, the recording's end): then the
+    # newest clock, not a silent node's, closes the windows
+    closed += windows.advance(math.inf)
+    verdicts, actions = [], []
+    for window_end, features in closed:
+        state = canario.on_window(window_end, features)
+        verdicts.append((float(window_end), bool(state["degraded"]), float(state["probability"])))
+        if state["degraded"] or canario.delayed:  # as published: the id names the file system and the window
+            trigger = f"canario@{settings.worker.system}@{window_end:.0f}"
+            actions += [make_action({**a, "source": "canario"}, trigger, window_end, None)
+                        for a in canario.decide(window_end, timeline.queued_at(window_end),
+                                                timeline.running_at(window_end))]
+    return {"windows": verdicts, "actions": actions}

@@ -74,7 +74,12 @@ def io_figures(data_dir: str | Path, actions: list[dict], jobs: list[dict]) -> d
         with open(probes, newline="") as fh:
             rows = list(csv.DictReader(fh))
         spent["probes"] = sum(float(r["end"]) - float(r["start"]) for r in rows) / 3600.0  # one node each
-    resched = [a for a in actions if a.get("kind") == "reschedule"]
+    # a job is replaced once: a dry run (shadow, demo) leaves it running, so the worker asks again at every
+    # degraded window; what a real reschedule would have done is its first ask
+    first: dict[str, dict] = {}
+    for a in sorted((a for a in actions if a.get("kind") == "reschedule"), key=lambda a: float(a["time"])):
+        first.setdefault(str(a.get("job_id")), a)
+    resched = list(first.values())
     truth_file, episodes = d / "jobscripts" / "sensitivity.csv", d / "degradation.csv"
     if resched and truth_file.is_file() and episodes.is_file():
         with open(truth_file, newline="") as fh:

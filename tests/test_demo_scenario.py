@@ -141,3 +141,24 @@ def test_pretrained_classifier_tells_the_demo_jobs_apart(with_jobs, tmp_path):
     p = clf.predict_many([(out / "jobscripts" / f"{r['job_id']}.sh").read_text() for r in rows])
     truth = np.array([r["io_sensitive"] == "1" for r in rows])
     assert ((p >= 0.5) == truth).mean() >= 0.7  # another seed's history, other templates
+
+
+def test_offline_io_windows_go_on_when_a_node_falls_silent(with_jobs, tmp_path):
+    """The offline twin of the worker's io role: a node that stops sending (failed, not repaired) goes idle
+    and does not hold the system's windows back; every full minute of the recording is judged, in order."""
+    import shutil
+
+    from hpcguard.simulators.demo_scenario import offline_io_actions
+
+    out, _ = with_jobs
+    data = tmp_path / "rec"
+    shutil.copytree(out, data)
+    f = data / "ldms" / "lustre_client.csv"
+    lines = f.read_text().splitlines(keepends=True)
+    t0 = float(lines[1].split(",")[0])
+    kept = [x for x in lines[1:] if not (x.split(",")[2] == "n001" and float(x.split(",")[0]) > t0 + 600)]
+    f.write_text(lines[0] + "".join(kept))
+    done = offline_io_actions(str(data), {})
+    ends = [w[0] for w in done["windows"]]
+    assert ends == sorted(ends) and ends[-1] >= t0 + 3600 - 120  # past n001's silence, up to the last minute
+    assert len(ends) >= 58 and done["actions"] == []  # the detector's initial bank (24 h) is not full yet

@@ -97,3 +97,22 @@ def test_timeline_is_cumulative_in_event_time():
     times = [p["time"] for p in s["timeline"]]
     assert times == sorted(times)
     assert s["timeline"][-1]["saved"] == pytest.approx(s["saved"]) and s["timeline"][-1]["spent"] == pytest.approx(s["spent"])
+
+
+def test_a_job_rescheduled_again_in_a_dry_run_counts_once(tmp_path):
+    """A dry run leaves a replaced job running, so the worker asks again at each degraded window: the
+    replacement's node-hours are those of its first ask, whatever the repeats."""
+    from hpcguard.simulators.savings_report import io_figures
+
+    (tmp_path / "jobscripts").mkdir()
+    (tmp_path / "jobscripts" / "sensitivity.csv").write_text("job_id,app,io_sensitive\n1,ior,1\n2,lammps,0\n")
+    (tmp_path / "degradation.csv").write_text("start,end,kind,severity,peak_slowdown\n1800,5400,short,severe,3.0\n")
+    jobs = [{"job_id": "1", "nodes": ["n1", "n2"], "start": 0.0, "end": 7200.0},
+            {"job_id": "2", "nodes": ["n3"], "start": 1900.0, "end": 5000.0}]
+
+    def resched(t):
+        return {"kind": "reschedule", "job_id": "1", "time": t, "reason": {"replacement_job_id": "2"}}
+
+    once = io_figures(tmp_path, [resched(1900.0)], jobs)
+    again = io_figures(tmp_path, [resched(t) for t in (1960.0, 1900.0, 2020.0)], jobs)
+    assert once["saved"]["reschedule"] > 0 and again == once
