@@ -36,6 +36,10 @@ from hpcguard.streams.topics import TopicNames, out  # noqa: F401  (out: where a
 # a poll never larger than the buffer's last fifth always fits.
 STREAM_BUFFER = 4096
 MAX_POLL_RECORDS = STREAM_BUFFER // 8
+#: messages Faust's producer buffer holds before an agent waits for it to drain (Faust's own: 100). Each 15 s
+#: step sends a verdict per node: at 1,000 nodes 100 logged "producer buffer full" 1,500–3,000 times per run and
+#: made an agent wait per 100 sends; 5,000 logged none and drained the same replay 3.6 % faster (2 runs each)
+PRODUCER_BUFFER = 5000
 
 #: agent families in pipeline order: role name → module registering it
 ROOMS = {
@@ -100,6 +104,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
         recovery_consistency_check=False,
     )
     app.transport.Consumer = faust_consumer_class(s.kafka.fetch_max_wait_ms)
+    app.producer.buffer.max_messages = PRODUCER_BUFFER
 
     def raw(*names: str, internal: bool = False) -> faust.TopicT:
         # raw bytes in and out: plumbing decodes and checks every record once
