@@ -398,7 +398,6 @@ def test_the_budget_score_reuses_each_nodes_previous_vote(tmp_path):
     ens = predictor.ensemble
     assert ens.persistence == 2
     app, box = make_app(tmp_path, {"windows"}, predictor)
-    app.conf.producer_linger = 0
     inferred = []
     features = ens._features
 
