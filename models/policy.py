@@ -30,6 +30,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from hpcguard.models.actions import action_id  # re-exported: ids of the actions decided here
+from hpcguard.models.checkpoint import multilevel_interval
 
 __all__ = ["action_id", "SiteCosts", "SUMMIT", "job_memory_gb", "job_end_time", "node_hours_at_risk", "break_even", "break_even_age_s", "acted_sigma", "Decision", "DecisionPolicy", "spare_pool_at", "migration_claim", "multilevel_decision", "shift_schedule", "uc_gate", "decide",
            "decide_many", "checkpoint_recommendation", "BRANCHES"]
@@ -328,8 +329,6 @@ def acted_sigma(catch_rate: float, acted_age_h: float, mtbf_h: float, bb_cost_h:
     >>> acted_sigma(0.8, 100.0, 100.0, 0.01)[0]                 # nothing is ever old enough
     0.0
     """
-    from hpcguard.models.checkpoint import multilevel_interval
-
     if not 0.0 <= catch_rate <= 1.0:
         raise ValueError("catch_rate must be in [0, 1]")
     if not acted_age_h >= 0:

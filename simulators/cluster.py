@@ -45,7 +45,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from hpcguard.models import fars
-from hpcguard.models.policy import SUMMIT, DecisionPolicy, SiteCosts, break_even_age_s
+from hpcguard.models.policy import SUMMIT, DecisionPolicy, SiteCosts, acted_sigma, break_even_age_s
 from hpcguard.simulators.failures import FailureTrace, Predictions, empty_predictions
 from hpcguard.simulators.workload import Workload
 
@@ -180,8 +180,6 @@ def checkpoint_intervals(wl: Workload, policy: Policy, costs: Costs, node_mtbf_h
         elif policy.checkpoint == "daly":
             iv = ck.daly_interval(job_mtbf_h, delta_s / 3600.0)
         elif policy.checkpoint == "multilevel":
-            from hpcguard.models.policy import acted_sigma
-
             iv = acted_sigma(sigma, acted_age_s / 3600.0, job_mtbf_h, delta_s / 3600.0, costs.ckpt_s / 3600.0)[1] \
                 if sigma > 0 else ck.multilevel_interval(job_mtbf_h, delta_s / 3600.0, costs.ckpt_s / 3600.0)
         else:

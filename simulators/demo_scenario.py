@@ -207,8 +207,7 @@ def offline_io_actions(data_dir: str, env: dict, settings=None) -> dict:
     from hpcguard.models.jobs import JobTimeline
     from hpcguard.settings import Settings
     from hpcguard.connectors.mapping import SensorMapping
-    from hpcguard.streams.agents_decide import make_action
-    from hpcguard.streams.agents_io import canario_state
+    from hpcguard.streams.agents_io import canario_state, window_actions
 
     prefix = "HPCGUARD_WORKER__"
     worker = {k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix)}
@@ -244,9 +243,5 @@ def offline_io_actions(data_dir: str, env: dict, settings=None) -> dict:
     for window_end, features in closed:
         state = canario.on_window(window_end, features)
         verdicts.append((float(window_end), bool(state["degraded"]), float(state["probability"])))
-        if state["degraded"] or canario.delayed:  # as published: the id names the file system and the window
-            trigger = f"canario@{settings.worker.system}@{window_end:.0f}"
-            actions += [make_action({**a, "source": "canario"}, trigger, window_end, None)
-                        for a in canario.decide(window_end, timeline.queued_at(window_end),
-                                                timeline.running_at(window_end))]
+        actions += window_actions(canario, settings.worker.system, window_end, timeline)
     return {"windows": verdicts, "actions": actions}

@@ -23,7 +23,7 @@ import faust
 import numpy as np
 
 from hpcguard.streams import metrics
-from hpcguard.streams.agents_decide import emit_action
+from hpcguard.streams.agents_decide import make_action
 from hpcguard.streams.delta_log import DeltaLog
 from hpcguard.streams.liveness import StreamWait, backlogged
 from hpcguard.streams.topics import out
@@ -152,6 +152,17 @@ class SystemState:
 
 
 
+def window_actions(canario, system: str, window_end: float, timeline, trigger_time: float | None = None) -> list[dict]:
+    """Fig. 5.1's actions on one judged window (``canario.on_window`` first), as published: none unless the
+    window is degraded or a job is held; the ids name the file system and the window.  The worker and the
+    offline side (``simulators.demo_scenario.offline_io_actions``) both decide here."""
+    if not (canario.state.get("degraded") or canario.delayed):
+        return []
+    trigger = f"canario@{system}@{window_end:.0f}"
+    return [make_action({**a, "source": "canario"}, trigger, window_end, trigger_time)
+            for a in canario.decide(window_end, timeline.queued_at(window_end), timeline.running_at(window_end))]
+
+
 def register(app: faust.App) -> None:
     hpc = app.hpc
     pipe, door, w = hpc.pipeline, hpc.plumbing, hpc.settings.worker
@@ -195,12 +206,11 @@ def register(app: faust.App) -> None:
                 "window_end": float(window_end), "features": features, "degraded": bool(state["degraded"]),
                 "probability": float(state["probability"]), "model": str(state.get("model", "knn")), "v": 1})
             if not (state["degraded"] or canario.delayed):
-                continue  # Fig. 5.1 acts only while degraded or to release what it held
+                continue  # Fig. 5.1 acts only while degraded or to release what it held: no job to wait for
             await hpc.job_wait.until(window_end)
-            tl = hpc.cluster.timeline
-            for a in canario.decide(window_end, tl.queued_at(window_end), tl.running_at(window_end)):
-                emit_action(app, {**a, "source": "canario"}, f"canario@{w.system}@{window_end:.0f}", w.system,
-                            window_end, trigger_time)
+            for action in window_actions(canario, w.system, window_end, hpc.cluster.timeline, trigger_time):
+                metrics.count_action(action)
+                door.publish(out(app, "actions"), action["job_id"] or w.system, action)
 
     async def io_batch(events: list) -> None:
         metrics.RECORDS_IN.labels(hpc.names.samples_io).inc(len(events))
