@@ -584,3 +584,18 @@ def test_real_slurmdbd(tmp_path):
         (n3_label,) = labels[labels["node"] == "n3"]
         assert n3_label["source"] == "event+node_fail" and n3_label["job_id"] == job
         assert abs(n3_label["time"] - n3_down) <= 5.0 and n3_label["time"] == jobs[0]["end_time"], (layout, labels)
+
+
+@pytest.mark.parametrize("text", [REAL_EVENTS_NP, REAL_EVENTS_P, REAL_EVENTS_TABLE], ids=["-n-P", "-P", "table"])
+def test_a_real_sacctmgr_dump_beside_sacct_replays_as_node_events(text, tmp_path):
+    """The replay finds real sacctmgr output of each layout by its content and sends one node event per node row
+    (the cluster's own row is none), each with its state."""
+    from hpcguard.connectors.file_formats import detect_format
+    from hpcguard.connectors.replay import RawMessage, iter_recorded
+
+    path = tmp_path / "slurm" / "events.txt"
+    path.parent.mkdir()
+    path.write_text(text)
+    assert detect_format(path) == "sacctmgr-event"
+    sent = [(m.key, m.value["state"]) for m in iter_recorded([path]) if isinstance(m, RawMessage)]
+    assert sorted(sent) == [("n1", "DOWN"), ("n2", "DRAIN"), ("n3", "DOWN*")]
