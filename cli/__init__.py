@@ -25,6 +25,7 @@ from hpcguard.cli import (  # noqa: F401
     savings,
     simulate,
     sites,
+    slurm,
 )
 from hpcguard.cli.common import (  # noqa: F401  (the command line's API: tests and scripts import these)
     app,

@@ -10,9 +10,19 @@ previous poll.  It returns ``JobEvent``-shaped dicts (``streams.records.JobEvent
 * ``requeue`` — a job's restart count went up, or it went from running back to pending;
 * ``end`` — a job reached a final state or left the queue;
 
-plus two node-set events keyed by the empty job id: ``idle-nodes`` and
-``drained-nodes`` (``nodes`` holds the set, ``num_nodes`` its size), from which the
-pipeline builds its spare pool.  The first poll reports every running job as ``start``.
+plus, keyed by the empty job id:
+
+* ``node-state`` — a node entered a state Slurm uses for trouble (down, not responding,
+  fail, failing, drain, error), or changed state or reason within it; once it is back, the
+  same event again with ``end_time`` (``models.labels.node_state_labels`` reads both: the
+  worker's labels from Slurm's word, as from ``sacctmgr show event``);
+* ``idle-nodes`` and ``drained-nodes`` — the node sets (``nodes``, ``num_nodes``), for a
+  caller that keeps a spare pool.
+
+The first poll reports every running job as ``start`` and every node in trouble.
+:meth:`SlurmPoller.run` publishes what the worker reads (job events, node states and a
+progress marker per poll: every job event up to the poll's time is out); ``hpcguard
+poll-slurm`` runs it against a site's controller.
 
 Example
 -------
@@ -25,20 +35,32 @@ Example
 >>> jobs[0]["state"] = "COMPLETED"
 >>> [e["event"] for e in poller.diff(jobs, [], now=4.0)][0]
 'end'
+>>> down = [{"name": "n1", "state": "DOWN+NOT_RESPONDING", "flags": {"DOWN", "NOT_RESPONDING"}, "reason": "Not responding"}]
+>>> [(e["event"], e["state"], e["time"], e["end_time"]) for e in poller.diff([], down, now=5.0)[:1]]
+[('node-state', 'DOWN+NOT_RESPONDING', 5.0, None)]
+>>> up = [{"name": "n1", "state": "IDLE", "flags": {"IDLE"}, "reason": ""}]
+>>> [(e["event"], e["time"], e["end_time"]) for e in poller.diff([], up, now=65.0)[:1]]
+[('node-state', 5.0, 65.0)]
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any, Callable, Mapping
 
 from hpcguard.connectors.slurm import (SQUEUE_FORMAT, SlurmRunner, parse_sinfo_json, parse_sinfo_text,
                                        parse_squeue_json, parse_squeue_text)
+from hpcguard.models.jobs import NODE_STATE, PROGRESS
 
 FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                           "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"})
 ACTIVE_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "CONFIGURING"})
 START_STATES = frozenset({"RUNNING", "SUSPENDED", "CONFIGURING"})
+#: node states (flags) Slurm uses for trouble: a node in one of them gets ``node-state`` events
+TROUBLE_FLAGS = frozenset({"DOWN", "NOT_RESPONDING", "FAIL", "FAILING", "DRAIN", "DRAINED", "DRAINING", "ERROR"})
+#: the job events the worker's door takes (``JobEvent``); the node sets are for other callers
+PUBLISHED_EVENTS = frozenset({"submit", "start", "end", "requeue", "hold", "release", NODE_STATE})
 
 
 class SlurmPoller:
@@ -58,6 +80,7 @@ class SlurmPoller:
         self._jobs: dict[str, dict[str, Any]] = {}
         self._seen_running: set[str] = set()
         self._last_sets: dict[str, tuple[str, ...]] = {}
+        self._trouble: dict[str, dict[str, Any]] = {}  # node → its open node-state event
 
     # -- reading
     def read_jobs(self) -> list[dict[str, Any]]:
@@ -120,6 +143,7 @@ class SlurmPoller:
                 events.append(_event({**prev, "state": "GONE"}, "end", now))
                 self._seen_running.discard(job_id)
         self._jobs = current
+        events += self._node_states(nodes, now)
         idle = tuple(sorted(n["name"] for n in nodes if _is_idle(n)))
         drained = tuple(sorted(n["name"] for n in nodes if "DRAIN" in n["flags"] or "DRAINED" in n["flags"]))
         for name, members in (("idle-nodes", idle), ("drained-nodes", drained)):
@@ -129,20 +153,52 @@ class SlurmPoller:
                                "num_nodes": len(members), "state": name.split("-")[0].upper()})
         return events
 
-    def run(self, publish: Callable[[str, dict[str, Any]], None], interval_s: float = 10.0,
-            stop: threading.Event | None = None) -> None:
-        """Poll every ``interval_s`` and ``publish(key, event)`` until ``stop`` is set.
+    def _node_states(self, nodes: list[Mapping[str, Any]], now: float) -> list[dict[str, Any]]:
+        """``node-state`` events: a node into trouble (or a new state or reason within it), and out of it."""
+        events: list[dict[str, Any]] = []
+        for node in nodes:
+            name, state, reason = node["name"], node.get("state", ""), node.get("reason", "") or ""
+            open_event = self._trouble.get(name)
+            in_trouble = bool(node["flags"] & TROUBLE_FLAGS)
+            if open_event is not None and (not in_trouble or (open_event["state"], open_event["reason"]) != (state, reason)):
+                events.append({**open_event, "end_time": float(now)})  # closed: the label's until
+                del self._trouble[name]
+                open_event = None
+            if in_trouble and open_event is None:
+                self._trouble[name] = {"job_id": "", "event": NODE_STATE, "time": float(now), "nodes": [name],
+                                       "num_nodes": 1, "state": state, "reason": reason, "end_time": None}
+                events.append(dict(self._trouble[name]))
+        return events
 
-        A failed poll (controller down, timeout) is reported as an ``error`` event and retried.
+    def run(self, publish: Callable[[str, dict[str, Any]], None], interval_s: float = 10.0,
+            stop: threading.Event | None = None, polls: int | None = None,
+            on_error: Callable[[str], None] = lambda message: None) -> int:
+        """Poll every ``interval_s`` and ``publish(key, event)`` what the worker reads, until ``stop``
+        is set (or after ``polls`` polls); returns the number of polls that failed.
+
+        Job events go out keyed by job, node states by node, then a ``progress`` marker at the poll's
+        time (every job event up to it is out). A failed poll (controller down, timeout) goes to
+        ``on_error`` and is retried at the next interval; it publishes nothing.
         """
         stop = stop or threading.Event()
+        done = failed = 0
         while not stop.is_set():
+            now = time.time()
             try:
-                for event in self.poll():
-                    publish(event["job_id"], event)
+                events = self.poll(now)
             except (RuntimeError, ValueError, OSError) as err:
-                publish("", {"job_id": "", "event": "error", "time": time.time(), "state": str(err)[:500]})
+                failed += 1
+                on_error(str(err)[:500])
+            else:
+                for event in events:
+                    if event["event"] in PUBLISHED_EVENTS:
+                        publish(event["nodes"][0] if event["event"] == NODE_STATE else event["job_id"], event)
+                publish("", {"event": PROGRESS, "time": float(now)})
+            done += 1
+            if polls is not None and done >= polls:
+                break
             stop.wait(interval_s)
+        return failed
 
 
 def _is_idle(node: Mapping[str, Any]) -> bool:
@@ -158,3 +214,38 @@ def _event(job: Mapping[str, Any], kind: str, when: float) -> dict[str, Any]:
             "time_limit_s": job.get("time_limit_s"), "submit_time": job.get("submit_time"),
             "start_time": job.get("start_time"), "end_time": job.get("end_time") if kind == "end" else None,
             "exit_code": None}
+
+
+def publish_polls(poller: SlurmPoller, kafka, topics, interval_s: float = 10.0, polls: int | None = None,
+                  stop: threading.Event | None = None, on_error: Callable[[str], None] = lambda message: None,
+                  on_poll: Callable[[dict[str, int]], None] = lambda counts: None) -> dict[str, Any]:
+    """Run ``poller`` and publish to the worker's ``jobs`` topic (``topics.name("jobs")``, created if
+    missing) until ``stop`` is set or after ``polls`` polls; returns the counts per event kind, the
+    failed polls and the records the broker refused."""
+    from kafka import KafkaProducer
+
+    from hpcguard.connectors.kafka import ensure_topics, kafka_python_config
+
+    topic = topics.name("jobs")
+    ensure_topics(kafka, [topic], topics.partitions, topics.replication)
+    # one request in flight with retries: a transient broker error neither loses nor reorders job events
+    producer = KafkaProducer(**kafka_python_config(kafka), acks="all", retries=10, linger_ms=5,
+                             max_in_flight_requests_per_connection=1)
+    counts: dict[str, int] = {}
+    undelivered: list[str] = []
+
+    def publish(key: str, event: dict[str, Any]) -> None:
+        producer.send(topic, key=key.encode(), value=json.dumps({**event, "v": 1}).encode()).add_errback(
+            lambda exc: undelivered.append(f"{type(exc).__name__}: {exc}"))
+        counts[event["event"]] = counts.get(event["event"], 0) + 1
+        if event["event"] == PROGRESS:  # the end of one poll: its records are out before the next poll
+            producer.flush()
+            on_poll(dict(counts))
+
+    try:
+        failed = poller.run(publish, interval_s=interval_s, stop=stop, polls=polls, on_error=on_error)
+        producer.flush()
+    finally:
+        producer.close()
+    return {"topic": topic, "published": counts, "failed_polls": failed, "undelivered": len(undelivered),
+            "last_delivery_error": undelivered[-1] if undelivered else ""}

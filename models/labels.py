@@ -91,6 +91,7 @@ _FAILURE_REASON = re.compile(
     r"\bgpus?\b|\bxid\b|infiniband|\bib\b|link (?:down|flap)|\bdisks?\b|\bnvme\b|\bssd\b|lustre|gpfs|panic|crash|"
     r"\bhung\b|lockup|\boom\b|out of memory|epilog|prolog|batch job complete failure|low (?:real)?memory|"
     r"low socket|\bfail|\berror|\bbroken\b|\bdead\b|\bdied\b|\bbad\b", re.I)
+_OWN_REASON = re.compile(r"hpcguard [\w.:-]+: ")
 _ADMIN_REASON = re.compile(
     r"maint|upgrad|updat|firmware|\bbios\b|kernel|\bimage\b|reimag|reinstall|scheduled|planned|\btest|benchmark|"
     r"reserv|decommission|retir|power[ _-]?(?:save|saving|down|off|up)|reboot (?:asap|requested|issued)|"
@@ -152,7 +153,11 @@ def event_confidence(state: str, reason: str = "") -> tuple[float, bool]:
     ((0.9, True), (0.0, False))
     >>> event_confidence("DRAIN", "Kill task failed"), event_confidence("IDLE~"), event_confidence("MIXED*")
     ((0.45, False), (0.0, False), (0.6, True))
+    >>> event_confidence("DRAIN", "hpcguard act-1f2e: fan failure predicted")
+    (0.0, False)
     """
+    if _OWN_REASON.match(reason or ""):
+        return 0.0, False  # hpcguard's own drain (connectors.slurm.drain_reason): its warning, not Slurm's word
     parts, flags = _parts(state)
     failure = bool(_FAILURE_REASON.search(reason or ""))
     if not failure and _ADMIN_REASON.search(reason or ""):

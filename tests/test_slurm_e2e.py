@@ -86,3 +86,52 @@ def test_predicted_failure_requeues_real_job_off_drained_node(cluster, kafka_set
     assert state in ("PENDING", "REQUEUED", "RUNNING", "CONFIGURING"), state
     if state == "RUNNING":  # a drained node takes no job: if it runs again, it runs elsewhere
         assert cluster.job_field(job, "NodeList") != node
+
+
+def test_poll_slurm_feeds_the_workers_jobs_and_labels(cluster, kafka_settings, tmp_path):
+    """``hpcguard poll-slurm`` against the real controller: the running job reaches the worker's node→job
+    map, a node an operator marks DOWN for a hardware reason becomes a failure label (and its return
+    closes it), hpcguard's own drain gives none, and SIGTERM ends the poller with its report."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "job"
+    out.mkdir()
+    job = cluster.sbatch(TRAP_SCRIPT.replace("{out}", str(out)))
+    cluster.wait_for(lambda: (out / "starts").exists(), timeout=30, what=f"job {job} to start")
+    job_node = cluster.job_field(job, "NodeList")
+    down, ours = [n for n in cluster.nodes if n != job_node][:2]
+    cluster.run("scontrol", "update", f"NodeName={down}", "State=DOWN", "Reason=fan failure, ticket 7")
+    cluster.run("scontrol", "update", f"NodeName={ours}", "State=DRAIN", "Reason=hpcguard act-00f1: predicted failure")
+    poller = None
+    try:
+        with WorkerProcess(kafka_settings, tmp_path, roles=["jobs"]) as w:
+            poller = subprocess.Popen(
+                [sys.executable, "-m", "hpcguard", "poll-slurm", "--bootstrap", kafka_settings.bootstrap, "--prefix",
+                 w.prefix, "--slurm-conf", str(cluster.conf), "--interval", "1", "--json"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **w.env})
+            w.wait_for(w.topics.node_jobs, lambda r: any(e["job_id"] == job and e["event"] == "start" for e in r))
+            labels = w.wait_for(w.topics.labels, lambda r: any(x["node"] == down for x in r))
+            # back to service (the fixture's ReturnToService may already have done it when its slurmd registered)
+            cluster.run("scontrol", "update", f"NodeName={down}", "State=RESUME", check=False)
+            closed = w.wait_for(w.topics.jobs, lambda r: any(e.get("event") == "node-state" and e["nodes"] == [down]
+                                                             and e.get("end_time") for e in r))
+            labels = w.wait_for(w.topics.labels, lambda r: sum(x["node"] == down for x in r) >= 2)
+            poller.send_signal(signal.SIGTERM)
+            stdout, stderr = poller.communicate(timeout=30)
+    finally:
+        if poller is not None and poller.poll() is None:
+            poller.kill()
+        cluster.run("scontrol", "update", f"NodeName={down},{ours}", "State=RESUME", check=False)
+    assert poller.returncode == 0, stderr
+    report = json.loads(stdout)
+    assert report["published"]["start"] >= 1 and report["published"]["progress"] >= 2 and report["undelivered"] == 0
+    (first, again) = [x for x in labels if x["node"] == down][:2]
+    assert (first["source"], first["stopped"], first["until"]) == ("event", True, None)
+    assert again["label_id"] == first["label_id"] and again["until"] >= first["time"]  # the same episode, closed
+    assert not [x for x in labels if x["node"] == ours]  # hpcguard's drain is not Slurm's word of a failure
+    ends = [e for e in closed if e.get("event") == "node-state" and e["nodes"] == [down]]
+    assert ends[0]["state"].startswith("DOWN") and "fan failure" in ends[0]["reason"]
