@@ -166,13 +166,32 @@ def test_topic_script_passes_partitions_to_kafka_topics(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "KAFKA_TOPICS": str(stub), "BOOTSTRAP": "k:9092", "PREFIX": "site1",
            "PARTITIONS": "6", "REPLICATION": "3", "LDMS_TOPICS": "ldms.meminfo ldms.procstat"}
     subprocess.run(["bash", str(COMPOSE / "create-topics.sh")], env=env, check=True, capture_output=True)
-    created = {}
+    created, configs = {}, {}
     for line in calls.read_text().splitlines():
         argv = line.split()
         if "--create" in argv:
             assert argv[argv.index("--bootstrap-server") + 1] == "k:9092"
-            created[argv[argv.index("--topic") + 1]] = (argv[argv.index("--partitions") + 1],
-                                                       argv[argv.index("--replication-factor") + 1])
+            topic = argv[argv.index("--topic") + 1]
+            created[topic] = (argv[argv.index("--partitions") + 1], argv[argv.index("--replication-factor") + 1])
+            configs[topic] = [argv[i + 1] for i, a in enumerate(argv) if a == "--config"]
     expected = {f"site1.{s}" for s in CANONICAL.values()} | {"ldms.meminfo", "ldms.procstat"}
     assert set(created) == expected
     assert set(created.values()) == {("6", "3")}
+    # the telemetry expires after 48 h by default; what the operators read later keeps the broker's retention
+    telemetry = {"ldms.meminfo", "ldms.procstat", "site1.raw.ipmi", "site1.samples.ipmi", "site1.samples.io",
+                 "site1.samples.os"}
+    assert {t for t, c in configs.items() if c} == telemetry
+    assert {c for t in telemetry for c in configs[t]} == {f"retention.ms={48 * 3600 * 1000}"}
+
+
+def test_topic_script_retention_can_be_the_brokers_and_refuses_nonsense(tmp_path):
+    calls = tmp_path / "calls.txt"
+    stub = tmp_path / "kafka-topics.sh"
+    stub.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    stub.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "KAFKA_TOPICS": str(stub), "STREAM_RETENTION_HOURS": "0"}
+    subprocess.run(["bash", str(COMPOSE / "create-topics.sh")], env=env, check=True, capture_output=True)
+    assert "--config" not in calls.read_text()
+    bad = subprocess.run(["bash", str(COMPOSE / "create-topics.sh")], env={**env, "STREAM_RETENTION_HOURS": "2d"},
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "whole hours" in bad.stderr
