@@ -31,6 +31,24 @@ def warning_episodes(nodes: np.ndarray, times: np.ndarray, gap_s: float = 600.0)
     return [(str(nodes[s]), float(times[s]), float(times[e])) for s, e in zip(starts, ends)]
 
 
+def resolved_episodes(warn_nodes: np.ndarray, warn_times: np.ndarray, failure_nodes: np.ndarray,
+                      failure_times: np.ndarray, horizon_s: float = 900.0,
+                      gap_s: float = 600.0) -> list[tuple[str, float, float, bool]]:
+    """(node, first, last, false) of each warning episode: ``false`` when no failure of its node
+    came after its first warning and within ``horizon_s`` of its last.
+
+    >>> resolved_episodes(np.array(["n1", "n2"]), np.array([100., 500.]), np.array(["n1"]), np.array([400.]))
+    [('n1', 100.0, 100.0, False), ('n2', 500.0, 500.0, True)]
+    """
+    failure_nodes = np.asarray(failure_nodes).astype(str)
+    failure_times = np.asarray(failure_times, float)
+    out = []
+    for node, first, last in warning_episodes(np.asarray(warn_nodes).astype(str), warn_times, gap_s):
+        followed = (failure_nodes == node) & (failure_times > first) & (failure_times <= last + horizon_s)
+        out.append((node, first, last, not followed.any()))
+    return out
+
+
 def score_warnings(warn_nodes: np.ndarray, warn_times: np.ndarray, failure_nodes: np.ndarray,
                    failure_times: np.ndarray, horizon_s: float = 900.0, gap_s: float = 600.0,
                    per_failure: bool = False) -> dict:
@@ -49,11 +67,8 @@ def score_warnings(warn_nodes: np.ndarray, warn_times: np.ndarray, failure_nodes
         each.append(round(float(t - hit.min()) / 60.0, 2) if hit.size else float("nan"))
         if hit.size:
             leads.append(each[-1])
-    false_alarms = 0
-    for node, first, last in warning_episodes(warn_nodes, warn_times, gap_s):
-        followed = (failure_nodes == node) & (failure_times > first) & (failure_times <= last + horizon_s)
-        if not followed.any():
-            false_alarms += 1
+    false_alarms = sum(1 for *_, false in resolved_episodes(warn_nodes, warn_times, failure_nodes, failure_times,
+                                                            horizon_s, gap_s) if false)
     out = {"injected": int(len(failure_times)), "warned": len(leads), "missed": int(len(failure_times) - len(leads)),
            "false_alarms": false_alarms, "lead_minutes": leads}
     if per_failure:

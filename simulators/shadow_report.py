@@ -23,7 +23,8 @@ from hpcguard.connectors.adapters import DryRunAdapter
 from hpcguard.models.shadow import shadow_summary
 from hpcguard.settings import Settings
 
-__all__ = ["ShadowAdapter", "shadow_governor", "shadow_report", "load_failure_labels", "sacct_jobs", "BANNER"]
+__all__ = ["ShadowAdapter", "shadow_governor", "shadow_report", "write_shadow_plot", "load_failure_labels",
+           "sacct_jobs", "BANNER"]
 
 log = logging.getLogger("hpcguard.worker")
 BANNER = "shadow mode: nothing is applied (actions are acknowledged would_apply, with the commands they would run)"
@@ -93,7 +94,8 @@ def sacct_jobs(path: str | Path) -> list[dict]:
 
 
 def shadow_report(settings: Settings, failures: str | Path | None, sacct: str | Path | None = None,
-                  data: str | Path | None = None, budget: float = 2.0, timeout_ms: int = 3000) -> dict[str, Any]:
+                  data: str | Path | None = None, budget: float = 2.0, timeout_ms: int = 3000,
+                  hourly: bool = False) -> dict[str, Any]:
     """What a shadow worker on ``settings.kafka`` / ``settings.topics`` published, scored against
     ``failures`` (a ``failures.csv``), or without one against the failures the workers recognised
     (``hpcguard.labels``: silences, ``NODE_FAIL`` jobs, merged as ``hpcguard label`` merges them;
@@ -101,7 +103,8 @@ def shadow_report(settings: Settings, failures: str | Path | None, sacct: str | 
 
     Returns :func:`~hpcguard.models.shadow.shadow_summary`'s figures plus ``savings`` (node-hours
     would-have-saved / spent / net with 95 % intervals and by kind; ``None`` without jobs) and
-    ``topics`` (the names read).  ``timeout_ms``: a topic is read until it is quiet that long.
+    ``topics`` (the names read).  ``timeout_ms``: a topic is read until it is quiet that long;
+    ``hourly`` adds the per-hour figures (``by_hour``, what :func:`write_shadow_plot` draws).
     """
     from hpcguard.simulators.pipeline_run import read_topic
     from hpcguard.streams.topics import TopicNames
@@ -118,7 +121,8 @@ def shadow_report(settings: Settings, failures: str | Path | None, sacct: str | 
     actions = [a for a, _ in read_topic(k, topics.actions, timeout_ms)]
     acks = [a for a, _ in read_topic(k, topics.acks, timeout_ms)]
     horizon_s = 60.0 * settings.policy.quiet_minutes
-    summary = shadow_summary(predictions, actions, acks, labels, grid_s=settings.worker.grid_s, budget=budget)
+    summary = shadow_summary(predictions, actions, acks, labels, grid_s=settings.worker.grid_s, budget=budget,
+                             hourly=hourly)
     summary["topics"] = {"predictions": topics.predictions, "actions": topics.actions, "acks": topics.acks}
     summary["labels_source"] = source
     summary["savings"] = None
@@ -139,3 +143,43 @@ def shadow_report(settings: Settings, failures: str | Path | None, sacct: str | 
                               "protected": s["protected"], "false_alarm_actions": len(s["false_alarm_actions"]),
                               "jobs": len(jobs), "horizon_s": horizon_s}
     return summary
+
+
+def write_shadow_plot(summary: dict[str, Any], path: str | Path) -> str:
+    """The running false-alarm rate against the budget, and the vote thresholds applied, per hour (PNG;
+    ``summary`` from :func:`shadow_report` with ``hourly``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hours = summary.get("by_hour") or []
+    fig, (rate_ax, thr_ax) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    x = [(h["start"] - hours[0]["start"]) / 3600.0 + 1.0 for h in hours] if hours else []
+    rate = [h["cumulative_false_alarms_per_100_node_days"] for h in hours]
+    rate_ax.fill_between(x, [h["cumulative_ci95"][0] for h in hours], [h["cumulative_ci95"][1] for h in hours],
+                         step="post", alpha=0.2, color="tab:red", label="95 % interval")
+    rate_ax.step(x, rate, where="post", color="tab:red", label="running false-alarm rate")
+    rate_ax.axhline(summary["budget"], color="black", linestyle="--", label=f"budget {summary['budget']:g}")
+    rate_ax.set_ylabel("episodes / 100 node-days")
+    rate_ax.set_yscale("symlog", linthresh=1.0)
+    rate_ax.set_ylim(bottom=0.0)
+    rate_ax.set_title(f"{summary['false_alarm_episodes']} false alarms, {summary['warned_2min']} of "
+                      f"{summary['failures']} failures warned >= 2 min ahead")
+    rate_ax.legend(loc="upper right", fontsize="small")
+    judged = [(xi, h["threshold"]) for xi, h in zip(x, hours) if h["threshold"]]
+    if judged:
+        thr_ax.fill_between([j[0] for j in judged], [j[1]["min"] for j in judged], [j[1]["max"] for j in judged],
+                            step="post", alpha=0.3, color="tab:blue", label="min–max over partitions")
+        thr_ax.step([j[0] for j in judged], [j[1]["median"] for j in judged], where="post", color="tab:blue",
+                    label="median")
+        thr_ax.legend(loc="lower right", fontsize="small")
+    else:
+        thr_ax.text(0.5, 0.5, "no budget controller (the model's fixed threshold)", ha="center",
+                    transform=thr_ax.transAxes)
+    thr_ax.set_ylabel("vote threshold")
+    thr_ax.set_xlabel("hours of event time")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)

@@ -102,10 +102,42 @@ def test_shadow_worker_applies_nothing_and_the_report_scores_it(kafka_settings, 
     assert s["jobs"] == 1 and s["net"] == pytest.approx(s["saved"] - s["spent"])
     assert s["by_kind"]["migrate"]["saved"] > 0                                          # job 42 moved off n2
 
+    (day,) = r["by_day"]  # a 16-minute run: one day, whose figures are the run's
+    assert (day["node_days"], day["false_alarm_episodes"], day["failures"], day["warned_2min"]) == \
+        (pytest.approx(node_days), r["false_alarm_episodes"], 3, 2)
+
+    plot = tmp_path / "shadow.png"
     res = CliRunner().invoke(app, ["report", "shadow", "--bootstrap", kafka_settings.bootstrap, "--prefix", w.prefix,
-                                   "--failures", str(labels)])
+                                   "--failures", str(labels), "--plot", str(plot)])
     assert res.exit_code == 0, res.output
     assert "false alarms:" in res.output and "recall: 2 of 3 failures" in res.output
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"plot: {plot}" in res.output
+
+
+def test_the_report_shows_each_day_and_the_thresholds_the_controller_applied():
+    """Three days of two nodes: the false alarms of the first day (under the model's own threshold) show in
+    its row and keep the running rate over the budget until later days dilute it."""
+    from hpcguard.models.shadow import shadow_summary
+
+    day = 86400.0
+    preds = []
+    for k in range(0, int(3 * day), 900):  # a prediction every 15 min per node
+        threshold = 0.9 if k < day else 0.99  # the controller moved after the first day
+        for node in ("n1", "n2"):
+            warn = (node == "n2" and k in (3600, 7200 + 3600 * 3)) or (node == "n1" and k == int(2.5 * day))
+            preds.append({"node": node, "time": T0 + k, "warn": warn,
+                          "detail": {"budget": {"partition": 0, "threshold": threshold, "score": 0.5}}})
+    failures = [{"node": "n1", "time": T0 + 2.5 * day + 300}]
+    s = shadow_summary(preds, [], [], failures, grid_s=900.0, budget=2.0)
+    rows = [(d["day"], d["node_days"], d["false_alarm_episodes"], d["failures"], d["warned_2min"],
+             d["threshold"]["median"]) for d in s["by_day"]]
+    assert rows == [(0, 2.0, 2, 0, 0, 0.9), (1, 2.0, 0, 0, 0, 0.99), (2, 2.0, 0, 1, 1, 0.99)]
+    running = [d["cumulative_false_alarms_per_100_node_days"] for d in s["by_day"]]
+    assert running == pytest.approx([100.0, 50.0, 100.0 / 3])
+    assert s["by_day"][-1]["cumulative_ci95"] == pytest.approx(list(poisson_interval(2, 0.06)))
+    assert sum(d["false_alarm_episodes"] for d in s["by_day"]) == s["false_alarm_episodes"] == 2
+    hourly = shadow_summary(preds, [], [], failures, grid_s=900.0, budget=2.0, hourly=True)["by_hour"]
+    assert len(hourly) == 72 and sum(h["false_alarm_episodes"] for h in hourly) == 2
 
 
 def test_shadow_refuses_an_acting_adapter():
