@@ -159,26 +159,20 @@ def _ensure_munged(root: Path) -> int | None:
     raise RuntimeError("munged did not come up")
 
 
-def start_cluster(n_nodes: int = 4, root: Path | None = None, timeout: float = 60.0) -> SlurmCluster:
-    """Start munged (if needed), slurmctld and ``n_nodes`` slurmd on this host."""
-    t0 = time.monotonic()
-    root = Path(root or tempfile.mkdtemp(prefix="hpcguard-slurm-"))
-    os.chmod(root, 0o755)
-    name = f"hg{uuid.uuid4().hex[:8]}"
-    nodes = [f"n{i}" for i in range(1, n_nodes + 1)]
-    ports = _free_ports(1 + n_nodes)
-    state, spool, logs = root / "state", root / "spool", root / "log"
-    for d in (state, spool, logs):
-        d.mkdir(parents=True, exist_ok=True)
+
+def slurm_conf_text(name: str, root: Path, ctl_port: int, node_ports: dict[str, int], *, return_to_service: int,
+                    job_requeue: int, slurmd_timeout: int, accounting: str = "") -> str:
+    """A one-host test cluster's ``slurm.conf``: slurmctld on ``ctl_port``, a slurmd per node on its port,
+    state, spool and logs under ``root``; ``accounting``: the ``AccountingStorage*`` lines (none: no
+    accounting)."""
     host = socket.gethostname().split(".")[0]
-    node_lines = "\n".join(
-        f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs=1 RealMemory=500 State=UNKNOWN"
-        for n, p in zip(nodes, ports[1:]))
-    conf = root / "slurm.conf"
-    conf.write_text(f"""\
+    state, spool, logs = root / "state", root / "spool", root / "log"
+    node_lines = "\n".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs=1 RealMemory=500 "
+                           "State=UNKNOWN" for n, p in node_ports.items())
+    return f"""\
 ClusterName={name}
 SlurmctldHost={host}(127.0.0.1)
-SlurmctldPort={ports[0]}
+SlurmctldPort={ctl_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -194,20 +188,35 @@ SelectType=select/linear
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 MpiDefault=none
-ReturnToService=2
-JobRequeue=1
+ReturnToService={return_to_service}
+JobRequeue={job_requeue}
 KillWait=2
 MinJobAge=30
 SlurmctldTimeout=30
-SlurmdTimeout=12
+SlurmdTimeout={slurmd_timeout}
 MessageTimeout=5
 InactiveLimit=0
-AccountingStorageType=accounting_storage/none
+{accounting or "AccountingStorageType=accounting_storage/none"}
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 {node_lines}
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-""")
+"""
+
+def start_cluster(n_nodes: int = 4, root: Path | None = None, timeout: float = 60.0) -> SlurmCluster:
+    """Start munged (if needed), slurmctld and ``n_nodes`` slurmd on this host."""
+    t0 = time.monotonic()
+    root = Path(root or tempfile.mkdtemp(prefix="hpcguard-slurm-"))
+    os.chmod(root, 0o755)
+    name = f"hg{uuid.uuid4().hex[:8]}"
+    nodes = [f"n{i}" for i in range(1, n_nodes + 1)]
+    ports = _free_ports(1 + n_nodes)
+    state, spool, logs = root / "state", root / "spool", root / "log"
+    for d in (state, spool, logs):
+        d.mkdir(parents=True, exist_ok=True)
+    conf = root / "slurm.conf"
+    conf.write_text(slurm_conf_text(name, root, ports[0], dict(zip(nodes, ports[1:])), return_to_service=2,
+                                    job_requeue=1, slurmd_timeout=12))
     cluster = SlurmCluster(root=root, conf=conf, nodes=nodes, cluster_name=name)
     try:
         cluster.started_munged = _ensure_munged(root)

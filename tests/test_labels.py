@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -429,7 +428,7 @@ def _dbd_missing() -> str:
 def _start_accounting_cluster(root: Path):
     """MariaDB (own datadir, no grant tables, localhost TCP), slurmdbd, slurmctld and four slurmd
     with accounting to slurmdbd; returns the ``SlurmCluster`` (its ``stop`` ends them all)."""
-    from _slurm_fixture import SlurmCluster, _ensure_munged, _free_ports
+    from _slurm_fixture import SlurmCluster, _ensure_munged, _free_ports, slurm_conf_text
 
     os.chmod(root, 0o755)
     name = f"hg{uuid.uuid4().hex[:8]}"
@@ -438,7 +437,6 @@ def _start_accounting_cluster(root: Path):
     state, spool, logs, data = root / "state", root / "spool", root / "log", root / "db"
     for d in (state, spool, logs):
         d.mkdir(parents=True, exist_ok=True)
-    host = socket.gethostname().split(".")[0]
     conf = root / "slurm.conf"
     cluster = SlurmCluster(root=root, conf=conf, nodes=nodes, cluster_name=name)
     env = {**cluster.env, "TZ": "UTC"}
@@ -462,43 +460,10 @@ def _start_accounting_cluster(root: Path):
                             f"StoragePort={db_port}\nStorageUser=root\nStorageLoc=slurm_{name}\n"
                             f"PidFile={root}/slurmdbd.pid\nLogFile={logs}/slurmdbd.log\n")
         os.chmod(dbd_conf, 0o600)
-        node_lines = "\n".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs=1 "
-                               "RealMemory=500 State=UNKNOWN" for n, p in zip(nodes, node_ports))
-        conf.write_text(f"""\
-ClusterName={name}
-SlurmctldHost={host}(127.0.0.1)
-SlurmctldPort={ctl_port}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-StateSaveLocation={state}
-SlurmdSpoolDir={spool}/%n
-SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd-%n.pid
-SlurmctldLogFile={logs}/slurmctld.log
-SlurmdLogFile={logs}/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/linear
-SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=1
-MpiDefault=none
-ReturnToService=1
-JobRequeue=0
-KillWait=2
-MinJobAge=30
-SlurmctldTimeout=30
-SlurmdTimeout=10
-MessageTimeout=5
-InactiveLimit=0
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=localhost
-AccountingStoragePort={dbd_port}
-JobCompType=jobcomp/none
-JobAcctGatherType=jobacct_gather/none
-{node_lines}
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-""")
+        conf.write_text(slurm_conf_text(
+            name, root, ctl_port, dict(zip(nodes, node_ports)), return_to_service=1, job_requeue=0, slurmd_timeout=10,
+            accounting=("AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=localhost\n"
+                        f"AccountingStoragePort={dbd_port}")))
         cluster.started_munged = _ensure_munged(root)
         cluster.procs.append(subprocess.Popen(["slurmdbd", "-D"], env=env, stdout=open(logs / "slurmdbd.out", "w"),
                                               stderr=subprocess.STDOUT))
