@@ -132,6 +132,9 @@ def create_app(pipeline: Pipeline) -> faust.App:
                             max_pending=s.door.max_nodes),
         # idleness clock of the node grids and the IO windows: stands still while nothing arrives
         stream_clock=StreamClock(pipeline.clock),
+        # group → (topics, live consumer or None) of the batch readers outside Faust (plumbing.consume_batches):
+        # the liveness check watches their commits too
+        batch_groups={},
     )
     # decisions and IO actions read the jobs at their event time: they wait for the job stream's watermark
     app.hpc.job_wait = StreamWait("job stream", app.hpc.cluster.job_watermark, s.worker.job_wait_s,

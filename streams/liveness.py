@@ -48,7 +48,8 @@ A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings `
 - or the broker has not answered an end-offset query;
 - or, for ``2 × stall_after_s``, the *group* has not committed a partition of the topics the
   streams read while records follow its committed offset, whichever member owns it, or none
-  (:meth:`ProgressWatch.observe_group`, probed by :meth:`BrokerCommits.backlog`);
+  (:meth:`ProgressWatch.observe_group`, probed by :meth:`BrokerCommits.backlog`); the batch
+  readers' own groups (``<app_id>-ldms``, ``app.hpc.batch_groups``) are probed the same way;
 - or, for ``2 × stall_after_s``, a table recovery (which holds every input back) has not moved
   its changelog offsets (:meth:`ProgressWatch.observe_recovery`);
 - or, for ``2 × stall_after_s``, one of the broker-side checks (the committed offsets, the
@@ -649,6 +650,7 @@ def install(app: Any, settings: Any) -> ProgressWatch:
 
     hpc_settings = getattr(getattr(app, "hpc", None), "settings", None)
     broker_commits = BrokerCommits(hpc_settings.kafka, app.conf.id) if hpc_settings is not None else None
+    batch_commits: dict[str, BrokerCommits] = {}  # the batch readers' groups (app.hpc.batch_groups), probed alike
 
     querying: list[float] = []  # when the broker query running in the executor started (empty: none runs)
     group_checked = [-float("inf")]  # when the group's backlog was last probed
@@ -735,6 +737,15 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             log.info("group check: no answer (%d topics)", len(topics))
             return None
         mine = {(tp.topic, tp.partition) for tp in app.consumer.assignment()}
+        # the batch readers' groups (the LDMS rows, streams/plumbing.consume_batches) commit on their own: a
+        # reader whose group stopped committing after a broker restart would otherwise pass unseen
+        for group, (batch_topics, consumer) in sorted(getattr(app.hpc, "batch_groups", {}).items()):
+            probe = batch_commits.setdefault(group, BrokerCommits(hpc_settings.kafka, group))
+            theirs = await broker_query(f"the {group} group's backlog query", probe.backlog, batch_topics)
+            if theirs is None:
+                continue
+            backlog = {**backlog, **theirs}
+            mine |= {(tp.topic, tp.partition) for tp in (consumer.assignment() if consumer is not None else ())}
         named = {f"{t}/{p}": v for (t, p), v in backlog.items()}
         if log.isEnabledFor(logging.INFO):
             log.info("group check: %d topics, behind %s; %s", len(topics),

@@ -56,6 +56,7 @@ from hpcguard.connectors.validation import DoorLimits, NodeInventory, Validation
 from hpcguard.streams import metrics
 
 log = logging.getLogger("hpcguard.worker")
+UNASSIGNED_WARN_S = 30.0  # a batch consumer without partitions this long (3 session timeouts) is said in the log
 
 #: canonical record fields that name nodes: checked against the inventory
 _NODE_FIELDS = ("node",)
@@ -281,11 +282,27 @@ async def consume_batches(app: Any, topics: list[str], group: str, handle: Any, 
     box = door.outbox
     ready = metrics.CONSUMER_READY.labels(group)
     ready.set(0)
+    groups = getattr(getattr(app, "hpc", None), "batch_groups", None)
+    if groups is not None:  # the liveness check's group probe covers this group's commits (streams/liveness.py)
+        groups[group] = (list(topics), consumer)
+    unassigned_since: float | None = time.monotonic()
+    warned = False  # this spell without partitions was logged
     try:
         while True:
             batches = await consumer.getmany(timeout_ms=200, max_records=max_records)
             if consumer.assignment():
                 ready.set(1)
+                if warned:
+                    log.warning("batch consumer %s has partitions again", group)
+                unassigned_since, warned = None, False
+            else:
+                ready.set(0)
+                unassigned_since = unassigned_since or time.monotonic()
+                if not warned and time.monotonic() - unassigned_since > UNASSIGNED_WARN_S:
+                    # a group that never gets its partitions back reads nothing: the evidence, once
+                    log.warning("batch consumer %s has had no partition for %.0f s", group,
+                                time.monotonic() - unassigned_since)
+                    warned = True
             if not batches:
                 continue
             offsets = {}
@@ -307,5 +324,7 @@ async def consume_batches(app: Any, topics: list[str], group: str, handle: Any, 
         await app.crash(exc)
         raise
     finally:
+        if groups is not None:
+            groups[group] = (list(topics), None)
         await consumer.stop()
         await producer.stop()

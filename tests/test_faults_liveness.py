@@ -300,3 +300,27 @@ def test_a_liveness_check_that_raises_goes_on_and_becomes_a_stall(monkeypatch, c
     stalls = [m for m in messages if "consumer stalled" in m]
     assert stalls and "the liveness check could not look" in stalls[0] \
         and "(last: KeyError('no assignment yet'))" in stalls[0], messages
+
+
+def test_a_batch_readers_group_that_stopped_committing_is_a_stall(monkeypatch, caplog):
+    """The LDMS rows are read by a group of their own (``<app_id>-ldms``, outside Faust): after a broker
+    restart it stopped committing while 16,972 rows waited, and the Faust group's commits hid it."""
+    from types import SimpleNamespace
+
+    from hpcguard.settings import KafkaSettings
+    from hpcguard.streams.liveness import BrokerCommits
+
+    def backlog(self, topics):
+        if self.group_id == "app-test-ldms":
+            return {("ldms.lustre_client", 0): (500, 16972)}
+        return {(t, 0): (1173, 0) for t in topics}  # Faust's group: committed to the end
+
+    monkeypatch.setattr(BrokerCommits, "read", lambda self, tps: {tp: 1173 for tp in tps})
+    monkeypatch.setattr(BrokerCommits, "backlog", backlog)
+    hpc = SimpleNamespace(settings=SimpleNamespace(kafka=KafkaSettings(bootstrap="127.0.0.1:9")),
+                          batch_groups={"app-test-ldms": (["ldms.lustre_client"], None)})
+    check = _installed_check(monkeypatch, hpc=hpc, in_recovery=False, consumer=_ReadAhead())
+    with caplog.at_level(logging.ERROR, logger="hpcguard.liveness"):
+        _run_checks(check, 5.0, until=lambda: any("consumer stalled" in r.getMessage() for r in caplog.records))
+    stalls = [r.getMessage() for r in caplog.records if "consumer stalled" in r.getMessage()]
+    assert stalls and "ldms.lustre_client/0 past 500" in stalls[0] and "16972 records follow" in stalls[0], stalls
