@@ -81,6 +81,9 @@ CONSUMER_READY = Gauge("hpcguard_consumer_ready", "1 while a consumer of the wor
                        "(and, for faust, recovered its tables); faust: the agents' consumer, <app_id>-ldms: the LDMS "
                        "batch consumer", ["consumer"],
                        registry=REGISTRY)
+BATCH_READER_REOPENED = Counter("hpcguard_batch_reader_reopened_total", "Batch readers (the LDMS rows' consumer "
+                                "<app_id>-ldms) closed and opened again because they stopped moving", ["consumer"],
+                                registry=REGISTRY)
 
 STALLED = Gauge("hpcguard_consumer_stalled", "1 while the worker's consumer is stalled", registry=REGISTRY)
 STALLS = Counter("hpcguard_consumer_stalls_total",

@@ -57,6 +57,8 @@ from hpcguard.streams import metrics
 
 log = logging.getLogger("hpcguard.worker")
 UNASSIGNED_WARN_S = 30.0  # a batch consumer without partitions this long (3 session timeouts) is said in the log
+STUCK_AFTER_S = 30.0  # a batch reader that does not move this long is closed and opened again (consume_batches)
+CLOSE_TIMEOUT_S = 10.0
 
 #: canonical record fields that name nodes: checked against the inventory
 _NODE_FIELDS = ("node",)
@@ -256,15 +258,53 @@ class BatchProducer:
         await asyncio.gather(*sent)
 
 
+class BatchReaderStuck(Exception):
+    """A batch reader that stopped moving: a send or commit that does not return, or assigned partitions
+    with records known to wait that no fetch brings (seen after a broker kill -9 and restart)."""
+
+
 async def consume_batches(app: Any, topics: list[str], group: str, handle: Any, door: Plumbing,
-                          max_records: int = 2000) -> None:
+                          max_records: int = 2000, stuck_after_s: float | None = None) -> None:
     """Read ``topics`` in batches as consumer group ``group`` until cancelled.
 
     ``handle(records)`` gets each batch (aiokafka ``ConsumerRecord`` objects, offsets in order
     per partition) and publishes through ``door``, whose outbox collects the outputs and dead
     letters; they are sent, the broker acknowledges them, and only then are the batch's
     offsets committed — a crash in between redelivers the batch (at least once, as with Faust).
+
+    A reader that is stuck for ``stuck_after_s`` (default :data:`STUCK_AFTER_S`: a send or a commit
+    that does not return, or records waiting past what it read with no fetch bringing them) is
+    closed and opened again in place: the new one resumes from the group's committed offsets, so
+    the batch in hand is read again (at least once), and the outputs flow again within about that
+    time instead of after the liveness check's stall exit (``2 × stall_after_s``), which stays the
+    backstop for what this does not see (``streams/liveness.py``).
     """
+    stuck_after_s = STUCK_AFTER_S if stuck_after_s is None else float(stuck_after_s)
+    ready = metrics.CONSUMER_READY.labels(group)
+    ready.set(0)
+    groups = getattr(getattr(app, "hpc", None), "batch_groups", None)
+    try:
+        while True:
+            try:
+                await _read_batches(app, topics, group, handle, door, max_records, stuck_after_s, ready, groups)
+            except BatchReaderStuck as exc:
+                metrics.BATCH_READER_REOPENED.labels(group).inc()
+                log.warning("batch consumer %s is stuck (%s): opening it again at the committed offsets", group, exc)
+                door.outbox.clear()  # the batch in hand is read again from the committed offsets
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 — a dead loop must not look alive: stop the worker for its supervisor
+        log.critical("batch consumer %s failed: %r", group, exc)
+        await app.crash(exc)
+        raise
+    finally:
+        if groups is not None:
+            groups[group] = (list(topics), None)
+
+
+async def _read_batches(app: Any, topics: list[str], group: str, handle: Any, door: Plumbing, max_records: int,
+                        stuck_after_s: float, ready: Any, groups: dict | None) -> None:
+    """One batch consumer's life (:func:`consume_batches`); raises :class:`BatchReaderStuck` when it stops moving."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.errors import CommitFailedError
 
@@ -276,21 +316,25 @@ async def consume_batches(app: Any, topics: list[str], group: str, handle: Any, 
     # why these settings: many small records in one batch per partition, no compression (CPU bound);
     # acks from all in-sync replicas, as Faust's producer, before the offsets are committed
     producer = AIOKafkaProducer(**config, linger_ms=5, max_batch_size=512 * 1024, acks="all")
-    await producer.start()
-    await consumer.start()
+    try:
+        await asyncio.wait_for(producer.start(), stuck_after_s)
+        await asyncio.wait_for(consumer.start(), stuck_after_s)
+    except asyncio.TimeoutError:
+        await _close(consumer, producer)
+        raise BatchReaderStuck(f"could not connect within {stuck_after_s:.0f} s") from None
     out = BatchProducer(producer)
     box = door.outbox
-    ready = metrics.CONSUMER_READY.labels(group)
-    ready.set(0)
-    groups = getattr(getattr(app, "hpc", None), "batch_groups", None)
     if groups is not None:  # the liveness check's group probe covers this group's commits (streams/liveness.py)
         groups[group] = (list(topics), consumer)
     unassigned_since: float | None = time.monotonic()
     warned = False  # this spell without partitions was logged
+    read: dict = {}  # partition → next offset to read (what this reader has taken)
+    moved = time.monotonic()  # when the reader last took records, or saw nothing waiting
     try:
         while True:
             batches = await consumer.getmany(timeout_ms=200, max_records=max_records)
-            if consumer.assignment():
+            assigned = consumer.assignment()
+            if assigned:
                 ready.set(1)
                 if warned:
                     log.warning("batch consumer %s has partitions again", group)
@@ -303,28 +347,48 @@ async def consume_batches(app: Any, topics: list[str], group: str, handle: Any, 
                     log.warning("batch consumer %s has had no partition for %.0f s", group,
                                 time.monotonic() - unassigned_since)
                     warned = True
+            for tp in [tp for tp in read if tp not in assigned]:
+                del read[tp]  # a partition that moved: where this reader was in it says nothing any more
             if not batches:
+                waiting = {tp: (read.get(tp), high) for tp in assigned
+                           if read.get(tp) is not None and (high := consumer.highwater(tp)) is not None
+                           and high > read[tp]}
+                if not waiting:
+                    moved = time.monotonic()
+                elif time.monotonic() - moved > stuck_after_s:
+                    raise BatchReaderStuck(f"no record for {time.monotonic() - moved:.0f} s though the fetches "
+                                           f"said more were written: {_waiting_text(waiting)}")
                 continue
+            moved = time.monotonic()
             offsets = {}
             for tp, records in batches.items():
                 metrics.RECORDS_IN.labels(tp.topic).inc(len(records))
                 handle(records)
-                offsets[tp] = records[-1].offset + 1
-            if box:
-                await out.send([(t, None if k is None else k.encode(), encode(v)) for t, k, v in box])
-                box.clear()
+                offsets[tp] = read[tp] = records[-1].offset + 1
             try:
-                await consumer.commit(offsets)
+                if box:
+                    await asyncio.wait_for(out.send([(t, None if k is None else k.encode(), encode(v))
+                                                     for t, k, v in box]), stuck_after_s)
+                    box.clear()
+                await asyncio.wait_for(consumer.commit(offsets), stuck_after_s)
+            except asyncio.TimeoutError:
+                raise BatchReaderStuck(f"a send or commit did not return within {stuck_after_s:.0f} s") from None
             except CommitFailedError as exc:  # a rebalance moved the partitions: their new owner reads them again
                 log.warning("commit of %s after a rebalance failed (redelivered): %r", group, exc)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # noqa: BLE001 — a dead loop must not look alive: stop the worker for its supervisor
-        log.critical("batch consumer %s failed: %r", group, exc)
-        await app.crash(exc)
-        raise
     finally:
-        if groups is not None:
-            groups[group] = (list(topics), None)
-        await consumer.stop()
-        await producer.stop()
+        ready.set(0)
+        await _close(consumer, producer)
+
+
+def _waiting_text(waiting: dict) -> str:
+    return ", ".join(f"{tp.topic}/{tp.partition} read to {r}, written to {h}" for tp, (r, h) in sorted(
+        waiting.items(), key=lambda kv: (kv[0].topic, kv[0].partition)))
+
+
+async def _close(consumer: Any, producer: Any) -> None:
+    """Stop both, each bounded: a reader being replaced must not hang on a broker that does not answer."""
+    for client in (consumer, producer):
+        try:
+            await asyncio.wait_for(client.stop(), CLOSE_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 — closing a broken client: its replacement matters
+            log.warning("closing a batch reader's %s: %r", type(client).__name__, exc)
