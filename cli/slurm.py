@@ -27,9 +27,9 @@ def poll_slurm(
 ) -> None:
     """Publish a live Slurm controller's jobs and node states to Kafka.
 
-    Job events feed the decisions; a node down, not responding or drained
-    (not by hpcguard) becomes a failure label, as sacctmgr's events do in a
-    replay. Each poll ends with a progress marker. Stop: Ctrl-C or SIGTERM.
+    Job events feed the decisions; a node down or not responding becomes a
+    failure label (a drain is weak evidence, hpcguard's own none), as
+    sacctmgr's events do in a replay. Stop: Ctrl-C or SIGTERM.
     Example: hpcguard poll-slurm --bootstrap kafka1:9092 --interval 10
     """
     from kafka.errors import KafkaError
