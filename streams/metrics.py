@@ -89,6 +89,9 @@ STALLED = Gauge("hpcguard_consumer_stalled", "1 while the worker's consumer is s
 STALLS = Counter("hpcguard_consumer_stalls_total",
                  "Consumer stalls detected, per reason (progress|commit|broker|group|recovery|check)",
                  ["reason"], registry=REGISTRY)
+COMMIT_HOLES_FILLED = Counter("hpcguard_commit_holes_filled_total", "Offsets read but never acknowledged after a "
+                              "rebalance, none in flight, counted as done so commits go on (streams.worker)",
+                              ["topic"], registry=REGISTRY)
 COMMIT_ERRORS = Counter("hpcguard_commit_errors_total", "Failed offset commits reported by the Kafka client",
                         registry=REGISTRY)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Iterable
 
 from hpcguard.settings import Settings
@@ -130,9 +131,67 @@ def fill_gaps_once(consumer_class=None) -> None:
     cls._new_offset = _new_offset_filling_gaps_once
 
 
+HOLE_AFTER_S = 10.0  # how long a hole at the head of the acknowledged offsets stands before it is filled
+
+
+def fill_lost_head(consumer, tp, now: float) -> range | None:
+    """Count as acknowledged the offsets between the committed offset and the first acknowledged one
+    when they were read, none of them is in flight, and the hole stood for ``HOLE_AFTER_S``.
+
+    Why: Faust commits nothing while its first acknowledged offset lies more than one past the
+    committed one (``Consumer._new_offset``), and a rebalance can lose those acknowledgements for
+    good: its revocation clears the acknowledged offsets of records still in a ``take`` buffer, and a
+    record fetched again after the seek to the committed offset is dropped when a batch fetched
+    before it moved the read offset past it.  The partition then never commits again, and the
+    liveness check exits 75 (``test_kill_inside_the_adapter``: ``predictions.node/0`` committed at 3
+    while read to 1066).  A record in flight (delivered, not acknowledged) is tracked in
+    ``_unacked_messages``; one behind the read offset that is not in flight was read already.
+
+    Returns the offsets filled, or ``None``.
+
+    >>> from types import SimpleNamespace
+    >>> c = SimpleNamespace(_acked={"t": [5, 6, 7]}, _acked_index={"t": {5, 6, 7}}, _committed_offset={"t": 3},
+    ...                     _read_offset={"t": 7}, _unacked_messages=set())
+    >>> fill_lost_head(c, "t", 0.0) is None  # seen: the clock starts
+    True
+    >>> fill_lost_head(c, "t", 11.0), c._acked["t"]
+    (range(3, 5), [5, 6, 7, 3, 4])
+    >>> c._acked["t"] = [5]; c._unacked_messages = [SimpleNamespace(tp="t", offset=4)]  # offset 4 is in flight
+    >>> fill_lost_head(c, "t", 30.0), fill_lost_head(c, "t", 50.0)
+    (None, None)
+    """
+    holes = consumer.__dict__.setdefault("_hpc_holes", {})
+    acked, committed = consumer._acked.get(tp), consumer._committed_offset.get(tp)
+    read = getattr(consumer, "_read_offset", {}).get(tp)
+    head = min(acked) if acked else None
+    if (head is None or committed is None or head - committed <= 1 or read is None or read < head
+            or any(m.tp == tp and m.offset < head for m in list(getattr(consumer, "_unacked_messages", ())))):
+        holes.pop(tp, None)
+        return None
+    first = holes.get(tp)
+    if first is None or first[:2] != (committed, head):
+        holes[tp] = (committed, head, now)
+        return None
+    if now - first[2] < HOLE_AFTER_S:
+        return None
+    holes.pop(tp, None)
+    filled = range(committed, head)
+    index = consumer._acked_index[tp]
+    acked.extend(o for o in filled if o not in index)
+    index.update(filled)
+    log.warning("offsets %d-%d of %s were read and never acknowledged (a rebalance lost them), none in flight "
+                "for %.0f s: counted as done so its commits go on", committed, head - 1, tp, now - first[2])
+    from hpcguard.streams.metrics import COMMIT_HOLES_FILLED
+
+    COMMIT_HOLES_FILLED.labels(str(getattr(tp, "topic", tp))).inc(len(filled))
+    return filled
+
+
 def _new_offset_filling_gaps_once(self, tp):
     """Faust's ``Consumer._new_offset`` after moving the gaps below the newest acknowledged offset into the
-    acknowledged offsets, each offset once (see :func:`fill_gaps_once`)."""
+    acknowledged offsets, each offset once (see :func:`fill_gaps_once`), and filling a lost head
+    (:func:`fill_lost_head`)."""
+    fill_lost_head(self, tp, time.monotonic())
     acked, gaps = self._acked[tp], self._gap.get(tp)
     if acked and gaps:
         spans = gaps.overlap(0, max(acked))
