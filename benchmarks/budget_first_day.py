@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from epoch_budget_sites import judged_steps, partition_scan  # noqa: E402
 
 from hpcguard.connectors.model_store import load_model  # noqa: E402
-from hpcguard.models.budget import BudgetController, until_failure  # noqa: E402
+from hpcguard.models.budget import BudgetController  # noqa: E402
 from hpcguard.models.budget_epochs import EpochBudget  # noqa: E402
 from hpcguard.models.failure.assessment import scored_after  # noqa: E402
 from hpcguard.models.failure.evaluation import online_vote_scan  # noqa: E402
@@ -117,21 +117,12 @@ def _train_scan(ensemble, train_dir: Path, budget: float) -> tuple[dict, dict]:
 
 
 def primed_controller(train: dict, budget: float, step_s: float, initial: float) -> BudgetController:
-    """A :class:`BudgetController` that has learnt every node-step of the training history with its labels
-    (the failures a site labels there, e.g. ``hpcguard label``): out of its warm-up before the first
-    streamed step."""
-    c = BudgetController(budget, initial=initial, step_s=step_s)
-    v, times = train["vote"], train["times"]
-    lead = until_failure(times, v.shape[0], train["failure_nodes"], train["failure_times"], c.horizon_s)
-    names = [str(n) for n in train["nodes"]]
-    order = sorted(range(v.shape[0]), key=lambda i: names[i])
-    for k, t in enumerate(times.tolist()):
-        for n in order:
-            x = v[n, k]
-            if x == x:
-                u = lead[n, k]
-                c.learn_one(names[n], t, float(x), None if u != u else float(u))
-    return c
+    """The controller the worker starts from a ``train threshold`` prior (``streams.decisions.budget_for``):
+    every node-step of the training history learnt with its labels (the failures a site labels there,
+    e.g. ``hpcguard label``), out of its warm-up before the first streamed step."""
+    prior = BudgetController(budget, initial=initial, step_s=step_s).learn_history(
+        train["vote"], train["times"], train["failure_nodes"], train["failure_times"], nodes=train["nodes"]).prior()
+    return BudgetController.from_prior(prior, budget=budget, initial=initial, step_s=step_s)
 
 
 def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_hours: float, budget: float,

@@ -283,6 +283,58 @@ class BudgetController(base.Base):
             self.learn_one(node, time, vote, until_failure)
         return self
 
+    def learn_history(self, votes, window_end_time, failure_nodes, failure_times, nodes=None) -> "BudgetController":
+        """Learn every node-step of a labelled history at once (time, then node order, as :func:`replay`
+        feeds them): a site's calibration history, so that the stream starts with its counts (a prior,
+        :meth:`prior`) instead of a warm-up on the model's threshold.  ``votes (nodes, steps)`` at
+        ``window_end_time`` (NaN: not evaluated); failures as ``(node index, time)``.  Each history
+        ends its nodes' episodes: histories of different periods may follow one another.
+
+        >>> import numpy as np
+        >>> v = np.full((2, 5760), 0.1); v[0, 100] = 0.95           # one false alarm in 2 node-days
+        >>> c = BudgetController(warmup_node_days=1.0).learn_history(v, 15.0 * np.arange(5760), [], [])
+        >>> round(c.node_days, 2), c.false_episodes_at(0.9), c.threshold > 0.95
+        (2.0, 1, True)
+        """
+        import numpy as np
+
+        v = np.asarray(votes, float)
+        times = np.asarray(window_end_time, float)
+        names = [str(n) for n in (nodes if nodes is not None else range(v.shape[0]))]
+        lead = until_failure(times, v.shape[0], failure_nodes, failure_times, self.horizon_s)
+        order = sorted(range(v.shape[0]), key=lambda i: names[i])
+        for k, t in enumerate(times.tolist()):
+            col, leads = v[order, k].tolist(), lead[order, k].tolist()
+            for n, x, u in zip(order, col, leads):
+                if x == x:
+                    self.learn_one(names[n], t, x, None if u != u else u)
+        for st in self._nodes.values():       # the history ends: a failure's lead window with it
+            if st.failure is not None:
+                bisect.insort(self._warned, st.best)
+        self._nodes.clear()
+        self._cached = None
+        return self
+
+    def prior(self) -> dict[str, Any]:
+        """What :meth:`learn_history` learnt, as JSON (:meth:`to_state` without per-node live votes)."""
+        return {**self.to_state(), "nodes": {}}
+
+    @classmethod
+    def from_prior(cls, prior: dict[str, Any], **params: Any) -> "BudgetController":
+        """A controller that starts from ``prior``'s counts with ``params`` (e.g. the site's ``budget``,
+        the worker's ``step_s``) in place of the prior's.  The episode rules (``horizon_s``, ``gap_s``,
+        ``min_lead_s``) are the prior's: its counts were made with them.
+
+        >>> import numpy as np
+        >>> v = np.full((2, 5760), 0.1); v[0, 100] = 0.95
+        >>> p = BudgetController(warmup_node_days=1.0).learn_history(v, 15.0 * np.arange(5760), [], []).prior()
+        >>> c = BudgetController.from_prior(p, budget=5.0)
+        >>> c.budget, c.node_days > c.warmup_node_days, c.false_episodes_at(0.9)
+        (5.0, True, 1)
+        """
+        fixed = {k: prior["params"][k] for k in ("horizon_s", "gap_s", "min_lead_s") if k in prior["params"]}
+        return cls.from_state({**prior, "params": {**prior["params"], **params, **fixed}, "nodes": {}})
+
     def learn_episode(self, false_alarm: bool) -> None:
         """A resolved warning episode of the threshold applied: a false alarm raises it by ``gain`` logits."""
         if false_alarm:

@@ -408,6 +408,19 @@ def uncertified_advice(have: int, target_fpr: float, confidence: float, fpr: flo
             f"history{more}, or set the threshold for a false-alarm budget with 'hpcguard train threshold'")
 
 
+def budget_prior(scans: Sequence[tuple], false_alarms: float, threshold: float, step_s: float) -> dict:
+    """The false-alarm budget controller's prior (:meth:`~hpcguard.models.budget.BudgetController.prior`):
+    every node-step of the calibration histories ``(rec, vote scan, ...)`` learnt with its failures.
+    The worker starts its controller from it (``streams.decisions.budget_for``), so the threshold fits
+    the site from the first streamed step instead of the model's own for a warm-up."""
+    from hpcguard.models.budget import BudgetController
+
+    c = BudgetController(false_alarms if false_alarms > 0 else 2.0, initial=threshold, step_s=step_s)
+    for rec, votes, *_ in scans:
+        c.learn_history(votes["vote"], votes["window_end_time"], rec.failure_nodes, rec.failure_times, nodes=rec.nodes)
+    return c.prior()
+
+
 def calibrate_threshold(model: str, data_dirs: Sequence[str], out: str, false_alarms: float = 2.0,
                         sensor_map: Optional[str] = None, stride: int = 1,
                         progress: Optional[Callable[[str], None]] = None, notify: Optional[Notify] = None) -> dict:
@@ -502,6 +515,9 @@ def calibrate_threshold(model: str, data_dirs: Sequence[str], out: str, false_al
                                            f"{len(minutes)} warned failures bound no lead: the model's table kept"}
     ensemble.version = f"{ensemble.version}-fa{tag}"
     meta = dict(manifest.get("metadata", {}))
+    # the worker's budget controller starts from this history's labelled node-steps (no warm-up on a new site)
+    note("budget controller prior")
+    meta["budget_prior"] = budget_prior(scans, false_alarms, ensemble.threshold, ensemble.grid_s * stride)
     metrics = dict(manifest.get("metrics", {}))
     # the per-prediction fpr the worker reports (UC in reasons): now the online one of the calibration data
     metrics["lstm"] = {**metrics.get("lstm", {}), "threshold": chosen["threshold"], "fpr": chosen["fpr_per_step"],

@@ -235,13 +235,16 @@ def write_site(site_seed: int, out_dir: Path, *, nodes: int, train_hours: float,
 def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float, test_hours: float,
                   budget: float, stride: int = 1, max_ok: int = 20000, train_seed: int = 0,
                   training: Optional[dict] = None, controller: Optional[Controller] = None, after_hours: float = 0.0,
-                  budget_controller: bool = False, cache_dir: Optional[str] = None, keep_data: bool = False,
-                  simulation: Optional[dict] = None, progress: Callable[[str], None] = lambda m: None,
+                  budget_controller: bool = False, prime: bool = False, cache_dir: Optional[str] = None,
+                  keep_data: bool = False, simulation: Optional[dict] = None,
+                  progress: Callable[[str], None] = lambda m: None,
                   notify: Optional[Callable[[str, str], None]] = None) -> dict:
     """One randomised site: simulate, cut, train (``train failure``'s defaults, over ``training``),
     score its next days online.  Returns its row (``error`` set when no model could be trained).
     ``simulation``: ``TelemetryParams`` fields over the drawn site's (tests: a short MTBF).
-    ``budget_controller``: the row's ``budget`` (:func:`site_budget`) at ``budget`` (> 0)."""
+    ``budget_controller``: the row's ``budget`` (:func:`site_budget`) at ``budget`` (> 0); with ``prime``
+    the controller starts from the training history's labelled node-steps, as ``train threshold``'s
+    prior starts the worker's (:func:`~hpcguard.simulators.failure_training.budget_prior`)."""
     from hpcguard.connectors.model_store import code_digest, load_model
     from hpcguard.models.failure.assessment import evaluate_history
     from hpcguard.models.failure.evaluation import threshold_for_false_alarms
@@ -256,7 +259,7 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
     config = {"nodes": nodes, "train_hours": train_hours, "test_hours": test_hours, "stride": stride,
               "max_ok": max_ok, "train_seed": train_seed, "training": training or {}, "after_hours": after_hours,
               "budget": budget, "simulation": simulation or {}, "controller": getattr(controller, "__name__", None) if controller else None,
-              "budget_controller": bool(budget_controller and budget > 0),
+              "budget_controller": bool(budget_controller and budget > 0), "prime": bool(prime),
               "description": description, "code": code_digest()}
     key = _digest(config)
     site_dir = work / f"site-{site_seed}"
@@ -294,6 +297,16 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
         ensemble, manifest = load_model(str(model_dir))
         rec = ft.load_recorded(str(test_dir), ensemble.grid_s, ft.load_mapping(None))
         predict = EnsemblePredictor(ensemble, ensemble.version, manifest).predict
+        if prime and budget_controller and budget > 0:
+            from hpcguard.models.failure.evaluation import online_vote_scan
+
+            progress(f"site {site_seed}: budget prior from the {train_hours:g} h trained on")
+            trained = ft.load_recorded(str(train_dir), ensemble.grid_s, ft.load_mapping(None))
+            scan = online_vote_scan(ensemble.series_votes, trained.values, trained.t0, ensemble.grid_s,
+                                    ensemble.history_steps, stride=stride)
+            prior = ft.budget_prior([(trained, scan)], budget, float(ensemble.threshold), ensemble.grid_s * stride)
+            manifest = {**manifest, "metadata": {**manifest.get("metadata", {}), "budget_prior": prior}}
+            row["primed_node_days"] = prior["node_days"]
         if len(rec.failure_times):
             result = evaluate_history(ensemble, manifest, rec, [], train_seed, max_ok, True, stride, forest=False,
                                       keep_scan=True, predict=predict,
@@ -333,7 +346,13 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
         if report is None:   # a stream without a failure (evaluate_history's needs one): its false alarms
             from hpcguard.models.failure.assessment import budget_report
 
-            report = budget_report(votes, rec, pre, ensemble.threshold, budget, step_s=ensemble.grid_s * stride)
+            from hpcguard.models.budget import BudgetController
+
+            prior = manifest.get("metadata", {}).get("budget_prior")
+            primed = prior and BudgetController.from_prior(prior, budget=budget, initial=float(ensemble.threshold),
+                                                           step_s=ensemble.grid_s * stride)
+            report = budget_report(votes, rec, pre, ensemble.threshold, budget, step_s=ensemble.grid_s * stride,
+                                   controller=primed or None)
         row["budget"] = site_budget(report, budget)
     if controller is not None and votes is not None:
         warn = np.asarray(controller(votes, rec, ensemble, budget), bool)
@@ -411,7 +430,7 @@ def run_site_sweep(sites: int = 20, seed: int = 1, *, nodes: int = 64, train_hou
                    test_hours: float = 48.0, false_alarms: float = 2.0, out: Optional[str] = None, stride: int = 1,
                    max_ok: int = 20000, train_seed: int = 0, training: Optional[dict] = None,
                    controller: Optional[Controller] = None, after_hours: float = 0.0, budget_controller: bool = True,
-                   cache_dir: Optional[str] = None, keep_data: bool = False, simulation: Optional[dict] = None,
+                   prime: bool = False, cache_dir: Optional[str] = None, keep_data: bool = False, simulation: Optional[dict] = None,
                    progress: Optional[Progress] = None,
                    notify: Optional[Callable[[str, str], None]] = None) -> dict:
     """``sites`` randomised sites (seeds ``seed``..``seed + sites - 1``), each trained on its first
@@ -422,7 +441,7 @@ def run_site_sweep(sites: int = 20, seed: int = 1, *, nodes: int = 64, train_hou
     ``training``: options of ``train_failure_model`` over ``train failure``'s defaults (none: the
     defaults); ``simulation``: ``TelemetryParams`` fields over each drawn site's (none in a measurement).
     ``controller``/``after_hours``/``budget_controller`` (off where ``false_alarms`` is 0): see the module
-    docstring."""
+    docstring; ``prime``: :func:`evaluate_site`."""
     if sites < 1 or nodes < 2 or train_hours <= 0 or test_hours <= 0 or stride < 1 or false_alarms < 0:
         raise ValueError("need sites >= 1, nodes >= 2, positive train and test hours, stride >= 1, budget >= 0")
     tick = progress or (lambda done, total, message: None)
@@ -437,7 +456,8 @@ def run_site_sweep(sites: int = 20, seed: int = 1, *, nodes: int = 64, train_hou
             rows.append(evaluate_site(s, work, nodes=nodes, train_hours=train_hours, test_hours=test_hours,
                                       budget=false_alarms, stride=stride, max_ok=max_ok, train_seed=train_seed,
                                       training=training, controller=controller, after_hours=after_hours,
-                                      budget_controller=budget_controller, cache_dir=cache_dir, keep_data=keep_data,
+                                      budget_controller=budget_controller, prime=prime, cache_dir=cache_dir,
+                                      keep_data=keep_data,
                                       simulation=simulation,
                                       progress=lambda m, i=i: tick(i, sites, m), notify=notify))
             tick(i + 1, sites, f"site {s} done")
@@ -445,7 +465,8 @@ def run_site_sweep(sites: int = 20, seed: int = 1, *, nodes: int = 64, train_hou
                   "train_hours": train_hours, "test_hours": test_hours, "false_alarms_budget": false_alarms,
                   "scan_stride_steps": stride, "after_hours": after_hours, "simulation": simulation or {}, "training": training or "train failure defaults",
                   "thresholding": "the model's fixed threshold" + (" and a controller" if controller else "")
-                  + (" and the budget controller" if budget_controller and false_alarms > 0 else ""),
+                  + (" and the budget controller" if budget_controller and false_alarms > 0 else "")
+                  + (" primed with the history trained on" if prime and budget_controller and false_alarms > 0 else ""),
                   "summary": summarise_sites(rows, false_alarms),
                   "rows": rows, "wall_s": round(time.perf_counter() - started, 1)}
         if controller is not None:

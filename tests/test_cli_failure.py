@@ -18,6 +18,8 @@ from hpcguard.models.failure import site_training
 from hpcguard.models.failure.evaluation import online_scan, online_summary
 from hpcguard.models.metrics import uc_probability, wilson_interval
 from hpcguard.simulators import failure_training
+from hpcguard.settings import Settings
+from hpcguard.streams.decisions import budget_for
 from hpcguard.streams.predictors import EnsemblePredictor
 
 from _failure_data import T0, synthetic_grid
@@ -282,11 +284,24 @@ def test_threshold_set_for_a_false_alarm_budget_is_what_the_worker_then_raises(r
     assert manifest["metadata"]["calibration"]["chosen"] == chosen
     assert manifest["metadata"]["sensor_map_sha256"] == before["sensor_map_sha256"]
     assert manifest["metrics"]["lstm"]["fpr_source"] == "online calibration"
+    # the worker's budget controller starts from the calibration history's labelled node-steps, at the
+    # site's own budget; evaluate failure runs the same primed controller
+    prior = manifest["metadata"]["budget_prior"]
+    assert 0.5 * cal["node_days"] < prior["node_days"] <= cal["node_days"] and prior["nodes"] == {}  # evaluated steps
+    ensemble, loaded = load_model(str(calibrated))
+    predictor = EnsemblePredictor(ensemble, ensemble.version, loaded)
+    settings = Settings().with_overrides(worker=dict(false_alarms=3.0))
+    controller = budget_for(settings, predictor)().controller
+    assert controller.budget == 3.0 and controller.node_days == prior["node_days"] and controller.steps > 0
+    assert budget_for(settings, EnsemblePredictor(*load_model(str(model))[:1], "v", {})
+                      )().controller.node_days == 0.0  # no prior: a warm-up on the model's threshold
     # the worker's predictor with the new model raises exactly what the calibration counted
     r = runner.invoke(app, ["evaluate", "failure", "--model", str(calibrated), "--data", str(recorded / "test"),
                             "--max-ok", "3000", "--json"])
     assert r.exit_code == 0, r.output
-    online = json.loads(r.stdout)["online"]
+    evaluated = json.loads(r.stdout)
+    online = evaluated["online"]
+    assert evaluated["budget"]["primed_node_days"] == prior["node_days"]
     assert online["false_alarm_episodes"] == 0 and online["warned_2min"] == chosen["warned_2min"]
     assert online["precursor_warned_2min"] == chosen["precursor_warned_2min"]
     # a budget the curve's lowest threshold meets: the threshold may only come down

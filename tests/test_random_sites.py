@@ -248,6 +248,12 @@ def test_cli_runs_one_tiny_site_and_reuses_it(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "| site | vendors |" in r.stdout and "| 5 | " in r.stdout and "Sites within the budget" in r.stdout
     assert "| controller | " in r.stdout and "hindsight-best" in r.stdout
+    # --prime: the controller starts from the training history's labelled node-steps (train threshold's prior)
+    r = CliRunner().invoke(app, args + ["--prime", "--json"])
+    assert r.exit_code == 0, r.output
+    primed = json.loads(r.stdout)
+    assert "primed" in primed["thresholding"] and 0 < primed["rows"][0]["primed_node_days"] <= 6 * 2 / 24
+    assert primed["rows"][0]["budget"]["controller"]["node_days"] == b["controller"]["node_days"]
     r = CliRunner().invoke(app, args + ["--false-alarms", "0", "--json"])   # 0: no controller
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
