@@ -44,7 +44,9 @@ A worker's consumer is *stalled* when, for ``stall_after_s`` seconds (settings `
   with no progress in between;
 - or a partition's committed offset has not moved while its stream read past it (an
   acknowledgement that never comes, e.g. Faust's gap handling after a redelivery: offsets
-  would stay uncommitted for good);
+  would stay uncommitted for good); not while a table recovery runs, which holds the streams
+  back and then seeks them to the committed offsets (the recovery check bounds it; a hole that
+  a rebalance left in the acknowledged offsets is filled first, ``streams.worker.fill_lost_head``);
 - or the broker has not answered an end-offset query;
 - or, for ``2 × stall_after_s``, the *group* has not committed a partition of the topics the
   streams read while records follow its committed offset, whichever member owns it, or none
@@ -292,6 +294,10 @@ class ProgressWatch:
         for tp in set(self.group) - set(backlog):
             self.group.pop(tp, None)
         return verdict
+
+    def forget_commits(self) -> None:
+        """Start the partitions' commit clocks anew (a table recovery holds the streams back on purpose)."""
+        self.commits.clear()
 
     def forget_group(self) -> None:
         """Start the group's clocks anew (a table recovery pauses every input on purpose)."""
@@ -777,7 +783,11 @@ def install(app: Any, settings: Any) -> ProgressWatch:
             CONSUMER_LAG.labels(tp.topic, str(tp.partition)).set(max(0, ends.get(tp, 0) - (positions[tp] or 0)))
         verdict = watch.observe(now, positions, ends)
         committed = await committed_offsets(tps)
-        if verdict is None and committed is not None:  # no answer says nothing of the commits: their clock goes on
+        if getattr(app, "in_recovery", False):
+            # a table recovery holds the streams back on purpose and seeks them to the committed offsets when it
+            # ends: no commit is due until then (observe_recovery bounds the recovery itself)
+            watch.forget_commits()
+        elif verdict is None and committed is not None:  # no answer says nothing of the commits: their clock goes on
             verdict = watch.observe_commits(now, committed, {tp: app.consumer._read_offset.get(tp) for tp in tps})
         verdict = verdict or await group_verdict(now) or watch.observe_recovery(now, recovery_offsets())
         return verdict or next(iter(verdicts), None)
