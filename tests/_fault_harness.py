@@ -310,3 +310,20 @@ def write_report(name: str, report: dict) -> None:
     if path:
         with open(path, "a") as fh:
             fh.write(json.dumps({"fault": name, **report}) + "\n")
+
+
+def check_fault(name: str, run: FaultRun, out: Outcome, clean: Outcome, injected: str) -> None:
+    """0 lost, 0 duplicated outputs; 0 worker exits the fault did not cause.
+
+    A worker killed with -9 comes back through a rebalance and a table recovery: it must settle on its
+    own, with no stall exit (75) of the liveness guard after it (the rebalance's lost acknowledgements
+    are re-listed once, ``streams.worker.fill_gaps_once``).
+    """
+    diff = out.compare(clean)
+    write_report(name, {"injected": injected, "diff": diff, "exits": out.exits, "recovery_s": out.recoveries_s})
+    assert out.exits == [], f"worker exits the fault did not cause: {out.exits}\n{run.log_tail()}"
+    for kind in (*OUTPUTS, "executions"):
+        if kind in REPORTED_ONLY:
+            continue
+        assert diff[kind]["lost"] == 0, f"{name}: lost {kind}: {diff}"
+        assert diff[kind]["duplicated"] == 0, f"{name}: duplicated {kind}: {diff}"

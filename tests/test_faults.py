@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from _fault_harness import OUTPUTS, REPORTED_ONLY, FaultRun, Outcome, write_report
+from _fault_harness import FaultRun, Outcome, write_report
+from _fault_harness import check_fault as _check
 from hpcguard.connectors.broker import EmbeddedBroker, LocalS3
 
 pytestmark = [pytest.mark.faults, pytest.mark.broker, pytest.mark.slow]
@@ -70,23 +71,6 @@ def clean(broker, recording, tmp_path_factory) -> Outcome:
     assert len(out.records["predictions"]) > 100 and out.records["actions"], "the clean run must predict and act"
     assert len(out.records["io_degradation"]) > 30, "the clean run must judge the file system's IO windows"
     return out
-
-
-def _check(name: str, run: FaultRun, out: Outcome, clean: Outcome, injected: str) -> None:
-    """0 lost, 0 duplicated outputs; 0 worker exits the fault did not cause.
-
-    A worker killed with -9 comes back through a rebalance and a table recovery: it must settle on its
-    own, with no stall exit (75) of the liveness guard after it (the rebalance's lost acknowledgements
-    are re-listed once, ``streams.worker.fill_gaps_once``).
-    """
-    diff = out.compare(clean)
-    write_report(name, {"injected": injected, "diff": diff, "exits": out.exits, "recovery_s": out.recoveries_s})
-    assert out.exits == [], f"worker exits the fault did not cause: {out.exits}\n{run.log_tail()}"
-    for kind in (*OUTPUTS, "executions"):
-        if kind in REPORTED_ONLY:
-            continue
-        assert diff[kind]["lost"] == 0, f"{name}: lost {kind}: {diff}"
-        assert diff[kind]["duplicated"] == 0, f"{name}: duplicated {kind}: {diff}"
 
 
 # -- hostile input -------------------------------------------------------------------------
