@@ -327,3 +327,21 @@ def check_fault(name: str, run: FaultRun, out: Outcome, clean: Outcome, injected
             continue
         assert diff[kind]["lost"] == 0, f"{name}: lost {kind}: {diff}"
         assert diff[kind]["duplicated"] == 0, f"{name}: duplicated {kind}: {diff}"
+
+
+def simulated_recording(root: Path, nodes: int, hours: float, seed: int, mtbf_hours: float,
+                        governor: Path) -> tuple[Path, str]:
+    """(data directory, baseline model directory) of a simulated recording with precursor failures; the model
+    is learned on a separate seed.  ``governor``: the safety governor's settings for it (written here)."""
+    hpc = [sys.executable, "-m", "hpcguard"]
+    subprocess.run(hpc + ["simulate", "telemetry", "--nodes", str(nodes), "--hours", str(hours), "--seed", str(seed),
+                          "--mtbf-hours", str(mtbf_hours), "--precursor-fraction", "1", "--out", str(root / "data")],
+                   check=True, capture_output=True)
+    subprocess.run(hpc + ["simulate", "telemetry", "--nodes", "8", "--hours", "3", "--seed", "99", "--out",
+                          str(root / "history")], check=True, capture_output=True)
+    subprocess.run(hpc + ["train", "baseline", "--data", str(root / "history"), "--out", str(root / "model")],
+                   check=True, capture_output=True)
+    # the recording is from 2023: its action deadlines are years old, which the governor refuses as stale;
+    # on a cluster this small the default drain ceiling (10 %) would refuse every drain
+    governor.write_text(f"stale_grace_s = 1e10\ntotal_nodes = {nodes}\nmax_drained_fraction = 1.0\n")
+    return root / "data", str(root / "model")

@@ -15,14 +15,12 @@ import json
 import math
 import os
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from _fault_harness import FaultRun, Outcome, write_report
+from _fault_harness import FaultRun, Outcome, simulated_recording, write_report
 from _fault_harness import check_fault as _check
 from hpcguard.connectors.broker import EmbeddedBroker, LocalS3
 
@@ -38,19 +36,7 @@ SPEED = 60.0
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory) -> tuple[Path, str]:
     """(data directory, baseline model directory) — the model learned on a separate seed."""
-    root = tmp_path_factory.mktemp("faults")
-    hpc = [sys.executable, "-m", "hpcguard"]
-    subprocess.run(hpc + ["simulate", "telemetry", "--nodes", "6", "--hours", "1", "--seed", "5", "--mtbf-hours",
-                          "3", "--precursor-fraction", "1", "--out", str(root / "data")], check=True,
-                   capture_output=True)
-    subprocess.run(hpc + ["simulate", "telemetry", "--nodes", "8", "--hours", "3", "--seed", "99", "--out",
-                          str(root / "history")], check=True, capture_output=True)
-    subprocess.run(hpc + ["train", "baseline", "--data", str(root / "history"), "--out", str(root / "model")],
-                   check=True, capture_output=True)
-    # the recording is from 2023: its action deadlines are years old, which the governor refuses as stale;
-    # on a 6-node cluster the default drain ceiling (10 %) would refuse every drain
-    GOVERNOR.write_text("stale_grace_s = 1e10\ntotal_nodes = 6\nmax_drained_fraction = 1.0\n")
-    return root / "data", str(root / "model")
+    return simulated_recording(tmp_path_factory.mktemp("faults"), 6, 1, 5, 3, GOVERNOR)
 
 
 @pytest.fixture(scope="module")

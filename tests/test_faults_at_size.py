@@ -9,13 +9,11 @@ is a recovery that did not settle on its own); the next output within 60 s of th
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from _fault_harness import FaultRun, Outcome, check_fault, write_report
+from _fault_harness import FaultRun, Outcome, check_fault, simulated_recording, write_report
 from hpcguard.connectors.broker import EmbeddedBroker, LocalS3
 
 pytestmark = [pytest.mark.faults, pytest.mark.broker, pytest.mark.slow]
@@ -29,17 +27,7 @@ ENV = {"HPCGUARD_DOOR__NODES": NODES, "HPCGUARD_ADAPTER__GOVERNOR_CONFIG": str(G
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory) -> tuple[Path, str]:
-    root = tmp_path_factory.mktemp("at-size")
-    hpc = [sys.executable, "-m", "hpcguard"]
-    subprocess.run(hpc + ["simulate", "telemetry", "--nodes", "16", "--hours", "2", "--seed", "58", "--mtbf-hours",
-                          "8", "--precursor-fraction", "1", "--out", str(root / "data")], check=True,
-                   capture_output=True)
-    subprocess.run(hpc + ["simulate", "telemetry", "--nodes", "8", "--hours", "3", "--seed", "99", "--out",
-                          str(root / "history")], check=True, capture_output=True)
-    subprocess.run(hpc + ["train", "baseline", "--data", str(root / "history"), "--out", str(root / "model")],
-                   check=True, capture_output=True)
-    GOVERNOR.write_text("stale_grace_s = 1e10\ntotal_nodes = 16\nmax_drained_fraction = 1.0\n")
-    return root / "data", str(root / "model")
+    return simulated_recording(tmp_path_factory.mktemp("at-size"), 16, 2, 58, 8, GOVERNOR)
 
 
 @pytest.fixture(scope="module")
