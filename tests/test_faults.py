@@ -260,6 +260,8 @@ def test_broker_restart_with_persistent_storage(persistent_broker, recording, cl
     out.exits = [rc for rc in out.exits if rc != 75]
     write_report("broker restart (stall exits)", {"exits_75": len(caused)})
     _check("broker kill -9 + restart", run, out, clean, "kill -9 of the broker at 50 %, restart on S3 storage")
+    # issue 58: a bounded recovery, the next output within a minute of the restart
+    assert out.recoveries_s and all(r <= 60.0 for r in out.recoveries_s), f"recovery {out.recoveries_s} s"
 
 
 # -- InfluxDB down -------------------------------------------------------------------------
