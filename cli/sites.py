@@ -20,7 +20,7 @@ def evaluate_sites(
     test_hours: float = opt(48.0, "--test-hours", panel=SITES, metavar="H", help="Next hours streamed."),
     false_alarms: float = opt(2.0, "--false-alarms", panel=SCAN, min=0, metavar="N",
                               help="Per 100 node-days; 0: off."),
-    prime: bool = flag(False, "--prime", help="Start the controller from the history trained on."),
+    prime: bool = flag(False, "--prime", help="Prime the budget from training."),
     stride: int = opt(1, "--scan-stride", panel=SCAN, min=1, metavar="N", help="Scan every N-th step."),
     max_ok: int = opt(20000, "--max-ok", panel=SCAN, min=100, metavar="N", help="Ok events."),
     out: Optional[str] = opt(None, "--out", metavar="DIR", show_default="temp dir",
