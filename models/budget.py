@@ -470,6 +470,19 @@ class BudgetController(base.Base):
         return c
 
 
+def primed_by(manifest: dict[str, Any] | None, **params: Any) -> BudgetController | None:
+    """The controller a model's manifest primes (``metadata.budget_prior``, stored by ``hpcguard train
+    threshold``) with ``params`` over the prior's (:meth:`BudgetController.from_prior`); ``None`` when
+    the model has no prior (the controller then warms up on the model's threshold).
+
+    >>> primed_by({"metadata": {}}) is None
+    True
+    """
+    meta = (manifest or {}).get("metadata") if isinstance(manifest, dict) else None
+    prior = meta.get("budget_prior") if isinstance(meta, dict) else None
+    return BudgetController.from_prior(prior, **params) if isinstance(prior, dict) else None
+
+
 def _above(x: float) -> float:
     """The lowest vote whose logit is at least ``x`` (a level just above a vote stays above it)."""
     p = sigmoid(x)

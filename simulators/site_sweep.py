@@ -346,13 +346,12 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
         if report is None:   # a stream without a failure (evaluate_history's needs one): its false alarms
             from hpcguard.models.failure.assessment import budget_report
 
-            from hpcguard.models.budget import BudgetController
+            from hpcguard.models.budget import primed_by
 
-            prior = manifest.get("metadata", {}).get("budget_prior")
-            primed = prior and BudgetController.from_prior(prior, budget=budget, initial=float(ensemble.threshold),
-                                                           step_s=ensemble.grid_s * stride)
+            primed = primed_by(manifest, budget=budget, initial=float(ensemble.threshold),
+                               step_s=ensemble.grid_s * stride)
             report = budget_report(votes, rec, pre, ensemble.threshold, budget, step_s=ensemble.grid_s * stride,
-                                   controller=primed or None)
+                                   controller=primed)
         row["budget"] = site_budget(report, budget)
     if controller is not None and votes is not None:
         warn = np.asarray(controller(votes, rec, ensemble, budget), bool)

@@ -48,19 +48,12 @@ def policy_for(settings: Settings) -> Callable[[dict, dict | None, Any, Any], li
     return policy
 
 
-def budget_prior_of(predictor: Any) -> dict | None:
-    """The budget controller's prior ``hpcguard train threshold`` stored with the model (``None``: none)."""
-    manifest = getattr(predictor, "metadata", None) or {}
-    prior = (manifest.get("metadata") or {}).get("budget_prior") if isinstance(manifest, dict) else None
-    return prior if isinstance(prior, dict) else None
-
-
 def budget_for(settings: Settings, predictor: Any) -> Callable[[], Any] | None:
     """A factory of the per-partition false-alarm budget (:class:`~hpcguard.models.budget_epochs.EpochBudget`)
     ``worker.false_alarms`` asks for, starting from the prior ``train threshold`` stored with the model
-    (:func:`budget_prior_of`), else at the model's threshold for a warm-up; ``None`` when the budget is off or
+    (:func:`~hpcguard.models.budget.primed_by`), else at the model's threshold for a warm-up; ``None`` when the budget is off or
     the predictor's warnings are not one threshold on one score (the baseline, a unanimous vote)."""
-    from hpcguard.models.budget import BudgetController
+    from hpcguard.models.budget import BudgetController, primed_by
     from hpcguard.models.budget_epochs import EpochBudget
 
     w = settings.worker
@@ -70,13 +63,12 @@ def budget_for(settings: Settings, predictor: Any) -> Callable[[], Any] | None:
         # the lowest threshold the controller sets (its floor, or the model's own while it warms up)
         predictor.score_floor = min(BudgetController().floor, predictor.threshold)
 
-    prior = budget_prior_of(predictor)
+    manifest = getattr(predictor, "metadata", None)
 
     def primed() -> BudgetController | None:
         # primed by 'train threshold' with the site's calibration history: no warm-up on the model's threshold
-        return None if prior is None else BudgetController.from_prior(
-            prior, budget=w.false_alarms, initial=predictor.threshold, step_s=w.grid_s,
-            warmup_node_days=w.budget_warmup_node_days)
+        return primed_by(manifest, budget=w.false_alarms, initial=predictor.threshold, step_s=w.grid_s,
+                         warmup_node_days=w.budget_warmup_node_days)
 
     try:
         primed()

@@ -107,7 +107,7 @@ def evaluate_history(ensemble, manifest: dict, rec: Recorded, train_recs: Sequen
     controller run over the same vote scan in event time beside the fixed and hindsight-best thresholds."""
     import numpy as np
 
-    from hpcguard.models.budget import BudgetController
+    from hpcguard.models.budget import primed_by
     from hpcguard.models.failure.dataset import build_events, healthy_mask
     from hpcguard.models.failure.evaluation import (PREDICTION_TARGETS, caught_by_family, check_targets,
                                                     false_positive_runs, look_alike_at, online_scan, online_summary,
@@ -200,10 +200,9 @@ def evaluate_history(ensemble, manifest: dict, rec: Recorded, train_recs: Sequen
                 else false_alarms
             if budget > 0:
                 note("budget controller")
-                prior = (manifest.get("metadata") or {}).get("budget_prior")
                 # the worker's controller: primed with the calibration history when 'train threshold' stored one
-                controller = None if not prior else BudgetController.from_prior(
-                    prior, budget=budget, initial=float(ensemble.threshold), step_s=ensemble.grid_s * stride)
+                controller = primed_by(manifest, budget=budget, initial=float(ensemble.threshold),
+                                       step_s=ensemble.grid_s * stride)
                 primed_node_days = controller.node_days if controller else 0.0
                 result["budget"] = budget_report(votes, rec, pre_all, ensemble.threshold, budget,
                                                  step_s=ensemble.grid_s * stride, controller=controller)
