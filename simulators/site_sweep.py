@@ -128,7 +128,8 @@ def site_budget(report: dict, budget: float) -> dict:
     (False, True, None, True)
     """
     rows = {r["name"]: r for r in report["rows"]}
-    out: dict[str, Any] = {"budget": budget, "burn_in_hours": report["burn_in_hours"]}
+    out: dict[str, Any] = {"budget": budget, "burn_in_hours": report["burn_in_hours"],
+                           "primed_node_days": report.get("primed_node_days", 0.0)}
     for name, key in (("fixed", "fixed"), ("controller", "controller"), ("hindsight", "hindsight-best")):
         r = rows.get(key)
         out[name] = None if r is None else {**{k: r.get(k) for k in BUDGET_KEYS},

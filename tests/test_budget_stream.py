@@ -78,3 +78,40 @@ def test_worker_judges_as_offline(site, offline, kafka_bootstrap, tmp_path):
                                                            ("n005", "event+silence")]
     assert r["labels_source"].endswith(".labels") and r["failures"] == 2, r
     assert r["savings"] is not None and r["node_days"] > 0
+
+
+@pytest.fixture(scope="module")
+def primed_model(site, tmp_path_factory):
+    """The site's model after ``train threshold`` on its own history: its manifest holds the budget prior."""
+    data, model, _ = site
+    out = tmp_path_factory.mktemp("primed") / "model"
+    res = CliRunner().invoke(app, ["train", "threshold", "--model", model, "--data", data, "--false-alarms", "1000",
+                                   "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    return str(out)
+
+
+def test_a_primed_budget_starts_from_the_prior_not_the_models_threshold(site, primed_model):
+    from hpcguard.connectors.model_store import load_model
+    from hpcguard.models.budget import primed_by
+
+    data, _, config = site
+    settings = Settings.load(config)
+    ensemble, manifest = load_model(primed_model)
+    primed = primed_by(manifest, budget=settings.worker.false_alarms, initial=ensemble.threshold,
+                       step_s=settings.worker.grid_s, warmup_node_days=settings.worker.budget_warmup_node_days)
+    assert primed is not None and primed.node_days > settings.worker.budget_warmup_node_days
+    offline = offline_decisions(data, primed_model, settings)
+    first = min(offline["predictions"], key=lambda p: p["sample_time"])["threshold"]
+    assert first == primed.threshold != ensemble.threshold   # no warm-up on the model's own threshold
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_two_workers_with_a_primed_budget_judge_as_offline(site, primed_model, kafka_bootstrap, tmp_path):
+    data, _, config = site
+    report = evaluate_online_run(data, primed_model, workers=2, bootstrap=kafka_bootstrap, config=config,
+                                 workdir=str(tmp_path), timeout_s=300)
+    c = report["counts"]
+    assert c["threshold_differs"] == 0 and c["warn_differs"] == 0, report
+    assert c["budgeted_predictions"] > 1000 and c["identical"], report

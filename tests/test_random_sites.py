@@ -253,7 +253,9 @@ def test_cli_runs_one_tiny_site_and_reuses_it(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     primed = json.loads(r.stdout)
     assert "primed" in primed["thresholding"] and 0 < primed["rows"][0]["primed_node_days"] <= 6 * 2 / 24
+    assert primed["rows"][0]["budget"]["primed_node_days"] == primed["rows"][0]["primed_node_days"]  # used
     assert primed["rows"][0]["budget"]["controller"]["node_days"] == b["controller"]["node_days"]
+    assert b["primed_node_days"] == 0.0                                # without --prime: a warm-up
     r = CliRunner().invoke(app, args + ["--false-alarms", "0", "--json"])   # 0: no controller
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)

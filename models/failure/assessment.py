@@ -203,10 +203,8 @@ def evaluate_history(ensemble, manifest: dict, rec: Recorded, train_recs: Sequen
                 # the worker's controller: primed with the calibration history when 'train threshold' stored one
                 controller = primed_by(manifest, budget=budget, initial=float(ensemble.threshold),
                                        step_s=ensemble.grid_s * stride)
-                primed_node_days = controller.node_days if controller else 0.0
                 result["budget"] = budget_report(votes, rec, pre_all, ensemble.threshold, budget,
                                                  step_s=ensemble.grid_s * stride, controller=controller)
-                result["budget"]["primed_node_days"] = primed_node_days
             if keep_scan:
                 result["online_scan"] = (rec, votes, healthy, pre_all)
     result["targets"] = check_targets(next(r for r in rows if r["name"] == "lstm-vote"), result.get("online"))
@@ -371,7 +369,7 @@ def budget_report(vote_scan: dict, rec: Recorded, precursor, fixed_threshold: fl
     history's failures (each node-step and warning episode learnt once its horizon has passed), beside
     the model's fixed threshold and the hindsight-best fixed threshold within the same budget; all
     three scored after the burn-in (:func:`scored_after`; the first day, or the first half of a
-    history shorter than two days).  ``rows``: ``fixed``, ``controller`` (its
+    history shorter than two days); ``primed_node_days``: what ``controller`` had learnt before (a prior).  ``rows``: ``fixed``, ``controller`` (its
     thresholds after the burn-in: ``threshold`` the median, ``threshold_range``), ``hindsight-best``
     (absent when no threshold keeps within)."""
     import numpy as np
@@ -387,6 +385,7 @@ def budget_report(vote_scan: dict, rec: Recorded, precursor, fixed_threshold: fl
     with np.errstate(invalid="ignore"):
         fixed = {"name": "fixed", "threshold": float(fixed_threshold), **scored_after(v >= fixed_threshold, *args)}
     c = controller or BudgetController(budget, initial=float(fixed_threshold), step_s=step_s)
+    primed_node_days = c.node_days  # what the controller knew before this history (a model's prior)
     run = replay(v, times, rec.failure_nodes, rec.failure_times, c, nodes=rec.nodes)
     after = run["threshold"][times >= start]
     ctrl = {"name": "controller", "threshold": float(np.median(after)) if after.size else float("nan"),
@@ -397,6 +396,7 @@ def budget_report(vote_scan: dict, rec: Recorded, precursor, fixed_threshold: fl
     if best is not None:
         rows.append({"name": "hindsight-best", **best})
     return {"budget": float(budget), "burn_in_hours": burn_in_s / 3600.0, "histories": 1,
+            "primed_node_days": primed_node_days,
             "controller": {k: getattr(c, k) for k in ("aim_share", "span", "max_recall_loss", "gain")},
             "rows": rows}
 
