@@ -188,6 +188,9 @@ def train_failure(
                   + " rates" if spread and parts > 1 else "")
                + (f": design effect {summary['fpr_design_effect']:g}" if runs or (spread and parts > 1) else "")
                + ")")
+    if summary["budget_prior_node_days"]:
+        typer.echo(f"false-alarm budget prior: {summary['budget_prior_node_days']:.1f} node-days of this history; "
+                   "the worker's budget starts from it ('train threshold' on held-out days replaces it)")
 
 
 @train_app.command("threshold")

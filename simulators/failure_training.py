@@ -339,6 +339,11 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
     certified = fpr_confidence is None or target_fpr is None or bool(report["voter"]["target_met"])
     if not certified:
         meta["fpr_target_certified"] = False
+    if ensemble.vote == "lstm":
+        # the worker's budget controller starts from the site's own labelled history (no warm-up on the model's
+        # threshold); 'train threshold' replaces it with its held-out history's
+        meta["budget_prior"] = history_prior(ensemble, data, mapping, settings.worker.false_alarms,
+                                             settings=settings, progress=note)
     note("writing model")
     try:
         save_model(ensemble, out, meta)
@@ -353,7 +358,8 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
                "simulated_look_alikes": meta["simulated_look_alikes"],
                "coverage": coverage["shares"],
                "coverage_warnings": coverage["warnings"], "networks": meta["metrics"]["networks"],
-               "lead_calibration": report.get("lead_calibration"), "notes": []}
+               "lead_calibration": report.get("lead_calibration"),
+               "budget_prior_node_days": (meta.get("budget_prior") or {}).get("node_days"), "notes": []}
 
     def note_that(message: str) -> None:
         summary["notes"].append(message)
@@ -419,6 +425,20 @@ def budget_prior(scans: Sequence[tuple], false_alarms: float, threshold: float, 
     for rec, votes, *_ in scans:
         c.learn_history(votes["vote"], votes["window_end_time"], rec.failure_nodes, rec.failure_times, nodes=rec.nodes)
     return c.prior()
+
+
+def history_prior(ensemble, data_dirs: Sequence[str], mapping, false_alarms: float, stride: int = 1,
+                  settings: Optional[Settings] = None, progress: Optional[Callable[[str], None]] = None) -> dict:
+    """:func:`budget_prior` of ``ensemble``'s online vote on the labelled histories ``data_dirs``."""
+    from hpcguard.models.failure.evaluation import online_vote_scan
+
+    scans = []
+    for d in data_dirs:
+        (progress or _quiet)(f"budget prior: online vote on {d}")
+        rec = load_recorded(d, ensemble.grid_s, mapping, settings=settings)
+        scans.append((rec, online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s,
+                                            ensemble.history_steps, stride=stride)))
+    return budget_prior(scans, false_alarms, float(ensemble.threshold), ensemble.grid_s * stride)
 
 
 def calibrate_threshold(model: str, data_dirs: Sequence[str], out: str, false_alarms: float = 2.0,

@@ -244,8 +244,9 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
     score its next days online.  Returns its row (``error`` set when no model could be trained).
     ``simulation``: ``TelemetryParams`` fields over the drawn site's (tests: a short MTBF).
     ``budget_controller``: the row's ``budget`` (:func:`site_budget`) at ``budget`` (> 0); with ``prime``
-    the controller starts from the training history's labelled node-steps, as ``train threshold``'s
-    prior starts the worker's (:func:`~hpcguard.simulators.failure_training.budget_prior`)."""
+    the controller starts from the training history's labelled node-steps, the prior ``train failure``
+    stores with the model for the worker (:func:`~hpcguard.simulators.failure_training.history_prior`);
+    without it, from the model's threshold for a warm-up."""
     from hpcguard.connectors.model_store import code_digest, load_model
     from hpcguard.models.failure.assessment import evaluate_history
     from hpcguard.models.failure.evaluation import threshold_for_false_alarms
@@ -297,17 +298,13 @@ def evaluate_site(site_seed: int, work: Path, *, nodes: int, train_hours: float,
         progress(f"site {site_seed}: online scan of the next {test_hours:g} h")
         ensemble, manifest = load_model(str(model_dir))
         rec = ft.load_recorded(str(test_dir), ensemble.grid_s, ft.load_mapping(None))
+        meta = dict(manifest.get("metadata", {}))
+        if prime and budget_controller and budget > 0 and meta.get("budget_prior"):
+            row["primed_node_days"] = meta["budget_prior"]["node_days"]
+        else:   # the warm-up start: without the prior 'train failure' stored from the training history
+            meta.pop("budget_prior", None)
+            manifest = {**manifest, "metadata": meta}
         predict = EnsemblePredictor(ensemble, ensemble.version, manifest).predict
-        if prime and budget_controller and budget > 0:
-            from hpcguard.models.failure.evaluation import online_vote_scan
-
-            progress(f"site {site_seed}: budget prior from the {train_hours:g} h trained on")
-            trained = ft.load_recorded(str(train_dir), ensemble.grid_s, ft.load_mapping(None))
-            scan = online_vote_scan(ensemble.series_votes, trained.values, trained.t0, ensemble.grid_s,
-                                    ensemble.history_steps, stride=stride)
-            prior = ft.budget_prior([(trained, scan)], budget, float(ensemble.threshold), ensemble.grid_s * stride)
-            manifest = {**manifest, "metadata": {**manifest.get("metadata", {}), "budget_prior": prior}}
-            row["primed_node_days"] = prior["node_days"]
         if len(rec.failure_times):
             result = evaluate_history(ensemble, manifest, rec, [], train_seed, max_ok, True, stride, forest=False,
                                       keep_scan=True, predict=predict,

@@ -113,6 +113,16 @@ def test_train_then_evaluate_writes_model_and_report(recorded, monkeypatch):
                                   "defaults": "paper"}
     assert meta["target_fpr"] is None and meta["persistence"] == 1 and meta["simulated_prior"] is None
     assert meta["simulated_look_alikes"] is None and meta["simulated_look_alike_files"] == []
+    # the worker's budget starts from the site's own labelled history, not from a warm-up (issue 56: label,
+    # train failure, worker --shadow): every evaluated node-step of the training history, its failures learnt
+    prior, history = meta["budget_prior"], failure_training.load_recorded(str(recorded / "train"))
+    node_days = history.values.shape[0] * history.values.shape[1] * 15.0 / 86400.0
+    assert 0.5 * node_days < prior["node_days"] <= node_days + 1e-9 and prior["nodes"] == {}
+    assert 0 < len(prior["warned"]) <= len(history.failure_times)   # each failure's best vote in its lead window
+    assert summary["budget_prior_node_days"] == prior["node_days"]
+    ensemble, loaded = model_store.load_model(str(model))
+    controller = budget_for(Settings(), EnsemblePredictor(ensemble, ensemble.version, loaded))().controller
+    assert controller.node_days == prior["node_days"] and controller.budget == Settings().worker.false_alarms
     # the same data and options through other model code (a statistic added to a feature set): another version
     monkeypatch.setattr(model_store, "code_digest", lambda: "0" * 12)
     r = runner.invoke(app, train + ["--out", str(recorded / "other-code")])
