@@ -109,6 +109,9 @@ def print_summary(summary: dict[str, Any]) -> None:
                   show_header=False)
     table.add_row("broker", summary["broker"])
     table.add_row("detector", summary["model"])
+    fa = summary.get("false_alarm_budget", 0.0)
+    table.add_row("false-alarm budget", f"{fa:g} per 100 node-days" if fa else
+                  "off: the model's own threshold (a few node-days cannot measure a rate per 100 node-days)")
     table.add_row("published", ", ".join(f"{k} {v}" for k, v in summary["published"].items()))
     table.add_row("dead letters", str(summary["dead_letters"]["total"]))
     table.add_row("failures injected", str(f["injected"]))

@@ -182,6 +182,12 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
         model_dir, from_cache = (cfg.model, False) if cfg.model else demo_model(cfg, workdir)
         env = {**pfs["env"], **(cfg.worker_env or {})}  # PFS scenario: worker CanarIO settings
+        # a false-alarm budget is a rate per 100 node-days: the demo's few node-days cannot measure one, and the
+        # model's prior would set it from its training history alone; the demo decides on the model's own threshold
+        # unless told otherwise (a site's shadow run measures its budget: docs/site-guide.md)
+        budget = float(env.setdefault("HPCGUARD_WORKER__FALSE_ALARMS",
+                                      os.environ.get("HPCGUARD_WORKER__FALSE_ALARMS", "0")))
+        settings = settings.with_overrides(worker=dict(false_alarms=budget))
         if cfg.sensor_map:
             env["HPCGUARD_WORKER__SENSOR_MAP"] = cfg.sensor_map
         # the site's inventory: the IO windows wait for every node, whichever worker normalizes its samples
@@ -198,6 +204,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         summary = build_summary(k, run["topics"], data_dir, broker_desc, cfg, run["counters"], run["replayed"],
                                 run["elapsed"])
         summary["model_dir"], summary["model_from_cache"] = model_dir, from_cache
+        summary["false_alarm_budget"] = budget  # per 100 node-days; 0: the model's own threshold
         summary["savings"] = demo_savings(data_dir, [a for a, _ in read_topic(k, run["topics"].actions)], settings,
                                           workdir)
         if cfg.offline:

@@ -17,7 +17,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from hpcguard.settings import KafkaSettings, Settings
 from hpcguard.streams.topics import TopicNames
@@ -57,8 +57,9 @@ def read_topic(k: KafkaSettings, topic: str, timeout_ms: int = 2000) -> list[tup
 
 
 def start_workers(n: int, settings: Settings, model_dir: str, workdir: Path, env: dict[str, str],
-                  first_port: int | None = None) -> list[tuple]:
-    """``n`` worker processes in one consumer group; returns (process, metrics port) pairs."""
+                  first_port: int | None = None, worker_args: Sequence[str] = ()) -> list[tuple]:
+    """``n`` worker processes in one consumer group (``worker_args``: more ``hpcguard worker`` options,
+    e.g. ``--shadow``); returns (process, metrics port) pairs."""
     from hpcguard.connectors.broker import free_port
 
     out = []
@@ -67,7 +68,7 @@ def start_workers(n: int, settings: Settings, model_dir: str, workdir: Path, env
         argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", settings.kafka.bootstrap,
                 "--model", model_dir, "--app-id", settings.worker.app_id,
                 "--data-dir", f"{settings.worker.data_dir}-{i}", "--audit-log", settings.adapter.audit_log,
-                "--adapter", "dry-run", "--metrics-port", str(port)]
+                "--adapter", "dry-run", "--metrics-port", str(port), *worker_args]
         log = open(workdir / f"worker-{i}.log", "ab")
         out.append((subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True),
                     port))
@@ -91,7 +92,7 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
                  speed: float | None = None, env: dict[str, str] | None = None, quiet: bool = False,
                  timeout_s: float = 600.0, metrics_port: int | None = None,
                  groups: list[list[str]] | None = None, settle: bool = False,
-                 preload: bool = False) -> dict[str, Any]:
+                 preload: bool = False, worker_args: Sequence[str] = ()) -> dict[str, Any]:
     """Replay ``data_dir`` through ``workers`` worker processes on ``settings.kafka`` and wait
     until they drained it. Returns the worker counters, replayed count and elapsed seconds.
 
@@ -122,7 +123,7 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
 
     if preload:
         replay_all()
-    procs = start_workers(workers, settings, model_dir, workdir, env, metrics_port)
+    procs = start_workers(workers, settings, model_dir, workdir, env, metrics_port, worker_args)
     try:
         if not quiet:
             from rich.console import Console

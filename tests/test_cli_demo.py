@@ -49,6 +49,7 @@ def test_demo_json_with_influx_and_metrics(tmp_path, influxdb):
     failures = (workdir / "telemetry" / "failures.csv").read_text().splitlines()[1:]
     assert summary["broker"].startswith("embedded tansu 127.0.0.1:")
     assert summary["nodes"] == 8 and summary["model"] == "baseline-threshold"
+    assert summary["false_alarm_budget"] == 0.0  # a demo's few node-days: the model's own threshold
     out = summary["published"]
     assert out["samples.ipmi"] > 0 and out["samples.os"] > 0 and out["samples.io"] > 0 and out["jobs"] > 0
     assert summary["dead_letters"]["total"] == 0
