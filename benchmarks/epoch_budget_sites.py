@@ -13,14 +13,25 @@ which publishes a verdict (without a score) for such a step, with one input part
     python benchmarks/epoch_budget_sites.py --sites-dir DIR --seeds 1100-1105 --nodes 64 \\
         --train-hours 48 --test-hours 72
 
-Writes ``benchmarks/results/epoch_budget_sites.json`` and prints one line per site and the pool.
+``--prime``: the worker's controllers (one partition and each of ``--partitions``) start from the model's
+``metadata.budget_prior`` exactly as the worker does (``streams.decisions.budget_for`` over an
+``EnsemblePredictor`` of the model); a model without one gets the prior ``train threshold`` /
+``evaluate sites --prime`` build (``simulators.failure_training.budget_prior``) from the site's training
+history (the same seed, nodes and hours).  The diagnostic rows (``per_step_truth``, ``epoch_silence``) stay
+unprimed.  ``--cache DIR`` keeps each site's vote scans (``budget_first_day.py``'s files: the same scans).
+
+Writes ``benchmarks/results/epoch_budget_sites.json`` and prints one line per site and the pool (also scored
+over the whole test window, first streamed day included: ``whole``, ``pooled_whole``).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import tempfile
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -72,14 +83,51 @@ def partition_scan(votes, window_end_time, nodes, partitions: int, make_budget, 
     return {"warn": warn}
 
 
+def site_prior(ensemble, manifest: dict, train_dir: Path | None, budget: float, kpath: Path | None) -> tuple[dict, str]:
+    """The model's ``metadata.budget_prior``, else the one ``train threshold`` / ``evaluate sites --prime``
+    build from the site's training history (:func:`~hpcguard.simulators.failure_training.budget_prior`)."""
+    prior = (manifest.get("metadata") or {}).get("budget_prior")
+    if isinstance(prior, dict):
+        return prior, "manifest"
+    if kpath is not None and kpath.exists():
+        z = dict(np.load(kpath))
+        rec = SimpleNamespace(failure_nodes=z["failure_nodes"], failure_times=z["failure_times"],
+                              nodes=[str(n) for n in z["nodes"]])
+        scan = {"vote": z["vote"], "window_end_time": z["times"]}
+        source = "training history (cached scan)"
+    else:
+        rec = ft.load_recorded(str(train_dir), ensemble.grid_s, ft.load_mapping(None))
+        scan = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps)
+        if kpath is not None:
+            kpath.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(kpath, vote=scan["vote"], times=np.asarray(scan["window_end_time"], float),
+                     failure_nodes=np.asarray(rec.failure_nodes, int),
+                     failure_times=np.asarray(rec.failure_times, float),
+                     nodes=np.asarray([str(n) for n in rec.nodes]), t0=rec.t0)
+        source = "training history"
+    return ft.budget_prior([(rec, scan)], budget, float(ensemble.threshold), ensemble.grid_s), source
+
+
 def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_hours: float, budget: float,
-             epoch_s: float, work: Path, partitions: int = 4) -> dict:
+             epoch_s: float, work: Path, partitions: int = 4, prime: bool = False, cache: Path | None = None) -> dict:
+    started = time.perf_counter()
+    ensemble, manifest = load_model(str(model_dir))
+    cpath = cache / f"site-{seed}.npz" if cache else None
+    kpath = cache / f"site-{seed}-train.npz" if cache else None
+    has_prior = isinstance((manifest.get("metadata") or {}).get("budget_prior"), dict)
+    need_train = prime and not has_prior and not (kpath and kpath.exists())
     write_site(seed, work / f"site-{seed}", nodes=nodes, train_hours=train_hours, test_hours=test_hours,
-               parts=("test",))
-    ensemble, _ = load_model(str(model_dir))
+               parts=("train", "test") if need_train else ("test",))
     rec = ft.load_recorded(str(work / f"site-{seed}" / "test"), ensemble.grid_s, ft.load_mapping(None))
-    scan = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps)
-    v, times = scan["vote"], np.asarray(scan["window_end_time"], float)
+    if cpath is not None and cpath.exists():
+        z = np.load(cpath)
+        v, times = z["vote"], np.asarray(z["times"], float)
+    else:
+        scan = online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s, ensemble.history_steps)
+        v, times = scan["vote"], np.asarray(scan["window_end_time"], float)
+        if cpath is not None:
+            cpath.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(cpath, vote=v, times=times)
     n = v.shape[0]
     t_end = rec.t0 + rec.values.shape[1] * ensemble.grid_s
     start = rec.t0 + min(BURN_IN_S, 0.5 * (t_end - rec.t0))
@@ -100,13 +148,47 @@ def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_ho
         return EpochBudget(budget, initial=thr, epoch_s=epoch_s, silence_s=300.0, step_s=ensemble.grid_s,
                            warmup_node_days=8.0)
 
-    worker_1 = partition_scan(v, times, rec.nodes, 1, make, judged)
-    worker = partition_scan(v, times, rec.nodes, partitions, make, judged)
-    out = {"seed": seed}
+    out = {"seed": seed, "threshold": thr, "primed": prime}
+    if prime:
+        # the worker's factory (streams.decisions.budget_for) over the model with its prior, as agents_windows
+        # and simulators.parity call it: one primed EpochBudget per partition
+        from hpcguard.settings import Settings
+        from hpcguard.streams.decisions import budget_for
+        from hpcguard.streams.predictors import EnsemblePredictor
+
+        prior, out["prior_source"] = site_prior(ensemble, manifest, work / f"site-{seed}" / "train", budget, kpath)
+        primed_manifest = {**manifest, "metadata": {**manifest.get("metadata", {}), "budget_prior": prior}}
+        settings = Settings()
+        settings.worker = dataclasses.replace(settings.worker, false_alarms=budget, grid_s=ensemble.grid_s,
+                                              budget_epoch_minutes=epoch_s / 60.0, budget_silence_s=300.0,
+                                              budget_warmup_node_days=8.0)
+        predictor = EnsemblePredictor(ensemble, str(ensemble.version), primed_manifest)
+        make = budget_for(settings, predictor)
+        first = make()
+        out["prior_node_days"] = first.controller.node_days
+        out["primed_threshold"] = first.threshold
+        assert first.controller.node_days >= first.controller.warmup_node_days, "the prior does not end the warm-up"
+
+    made: list = []
+
+    def traced():
+        made.append(make())
+        return made[-1]
+
+    worker_1 = partition_scan(v, times, rec.nodes, 1, traced, judged)
+    one = made[:]
+    made.clear()
+    worker = partition_scan(v, times, rec.nodes, partitions, traced, judged)
+    out["final_thresholds"] = {"one_partition": [b.controller.threshold for b in one],
+                               "partitions": [b.controller.threshold for b in made]}
     for name, w in (("fixed", None), ("per_step_truth", step["warn"]), ("epoch_silence", epoch["warn"]),
                     ("worker_one_partition", worker_1["warn"]), ("worker_partitions", worker["warn"])):
         s = fixed if w is None else scored_after(w, *args)
         out[name] = {k: s[k] for k in KEYS}
+        with np.errstate(invalid="ignore"):   # the whole test window, first streamed day included (not tuned on)
+            s = scored_after(v >= thr if w is None else w, *args[:-1], rec.t0)
+        out.setdefault("whole", {})[name] = {k: s[k] for k in KEYS}
+    out["seconds"] = round(time.perf_counter() - started, 1)
     return out
 
 
@@ -120,15 +202,23 @@ def main() -> None:
     ap.add_argument("--false-alarms", type=float, default=2.0)
     ap.add_argument("--epoch-minutes", type=float, default=60.0)
     ap.add_argument("--partitions", type=int, default=4, help="Kafka input partitions (one budget each)")
+    ap.add_argument("--prime", action="store_true",
+                    help="start the worker's controllers from the model's budget prior, as the worker does")
+    ap.add_argument("--cache", default=None, help="keep each site's vote scans here (budget_first_day.py's files)")
     args = ap.parse_args()
+    t_start = time.perf_counter()
     first, last = (int(x) for x in args.seeds.split("-"))
     rows = []
     with tempfile.TemporaryDirectory(prefix="epoch-budget-") as tmp:
         for seed in range(first, last + 1):
             r = one_site(seed, Path(args.sites_dir) / f"site-{seed}" / "model", args.nodes, args.train_hours,
-                         args.test_hours, args.false_alarms, 60.0 * args.epoch_minutes, Path(tmp), args.partitions)
+                         args.test_hours, args.false_alarms, 60.0 * args.epoch_minutes, Path(tmp), args.partitions,
+                         args.prime, Path(args.cache) if args.cache else None)
             rows.append(r)
-            print(seed, " · ".join(f"{k}: {r[k]['precursor_warned_2min']}/{r[k]['precursor_failures']} warned, "
+            if args.prime:
+                print(seed, f"prior ({r['prior_source']}): {r['prior_node_days']:.1f} node-days, threshold "
+                            f"{r['primed_threshold']:.6f} (model {r['threshold']:.6f})", flush=True)
+            print(seed, f"{r['seconds']:.0f} s;", " · ".join(f"{k}: {r[k]['precursor_warned_2min']}/{r[k]['precursor_failures']} warned, "
                                     f"{r[k]['false_alarms_per_100_node_days']:.2f} / 100 nd"
                                     for k in ROWS), flush=True)
     pooled = {}
@@ -144,7 +234,22 @@ def main() -> None:
               f"{100 * p['false_alarms'] / p['node_days']:.2f} false alarms / 100 node-days pooled")
     path = Path(__file__).parent / "results" / "epoch_budget_sites.json"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps({"args": vars(args), "pooled": pooled, "rows": rows}, indent=1, default=float))
+    pooled_whole = {}
+    for k in ROWS:
+        p = pooled_whole[k] = {
+            "within": sum(r["whole"][k]["false_alarms_per_100_node_days"] <= args.false_alarms for r in rows),
+            "of": len(rows), "warned": sum(r["whole"][k]["precursor_warned_2min"] for r in rows),
+            "failures": sum(r["whole"][k]["precursor_failures"] for r in rows),
+            "false_alarms": sum(r["whole"][k]["false_alarm_episodes"] for r in rows),
+            "node_days": sum(r["whole"][k]["node_days"] for r in rows)}
+        print(f"{k} (whole window, first day included): within budget {p['within']}/{len(rows)}; warned "
+              f"{p['warned']}/{p['failures']}; {100 * p['false_alarms'] / p['node_days']:.2f} false alarms / 100 "
+              "node-days pooled")
+    seconds = round(time.perf_counter() - t_start, 1)
+    print(f"{seconds:.0f} s")
+    path.write_text(json.dumps({"args": vars(args), "pooled": pooled, "pooled_whole": pooled_whole, "rows": rows,
+                                "seconds": seconds}, indent=1,
+                               default=float))
 
 
 if __name__ == "__main__":
