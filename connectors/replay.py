@@ -336,7 +336,7 @@ def replay(paths: Sequence[str | Path], kafka: KafkaSettings, topics: TopicSetti
     planned = plan(paths, fmt, sacct)
     ensure_topics(kafka, _topics_for(planned, topics), topics.partitions, topics.replication)
     # retries with one request in flight: a transient broker error neither loses nor reorders records
-    producer = KafkaProducer(**kafka_python_config(kafka), linger_ms=20, batch_size=256 * 1024,
+    producer = KafkaProducer(**kafka_python_config(kafka), linger_ms=kafka.replay_linger_ms, batch_size=256 * 1024,
                              max_request_size=4 * 1024 * 1024, acks=1, retries=10,
                              max_in_flight_requests_per_connection=1)
     undelivered: dict[str, int] = {}

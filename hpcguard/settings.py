@@ -42,6 +42,9 @@ class KafkaSettings:
     # how long the broker may hold a fetch that found nothing; Faust hard-codes 1,500 ms, and tansu holds
     # an empty fetch that long even when records arrive meanwhile, so each hop waited up to that long
     fetch_max_wait_ms: int = 100
+    # how long ``hpcguard replay``'s producer waits to fill a batch; on S3-backed tansu every batch is one
+    # object and each fetch lists them all, so a paced replay of many nodes wants fewer, larger batches
+    replay_linger_ms: int = 20
 
 
 @dataclass
