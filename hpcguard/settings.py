@@ -73,6 +73,9 @@ class WorkerSettings:
     web_port: int = 0  # 0 = Faust web server off
     metrics_port: int = 0  # 0 = Prometheus endpoint off
     metrics_addr: str = "127.0.0.1"  # 0.0.0.0 in containers so Prometheus can scrape
+    # Faust's standby copies of other workers' tables: 1 keeps a warm copy for a quick take-over, and with two
+    # workers each then holds the whole site's state; 0 holds only its own (a take-over reads the changelog)
+    standby_replicas: int = 1
     grid_s: float = 15.0  # node sample grid (seed 000: 15 s)
     window_minutes: float = 4.0  # feature window (seed 000: 4 min)
     io_window_s: float = 60.0  # CanarIO observation window (seed 004: 1 min)

@@ -97,6 +97,7 @@ def create_app(pipeline: Pipeline) -> faust.App:
         producer_linger=0.02,
         producer_max_batch_size=512 * 1024,
         table_cleanup_interval=60,
+        table_standby_replicas=w.standby_replicas,
         # why: tansu lists a changelog's end offset short of its last record batch, so on a second
         # rebalance in one process Faust's check took the offsets it had read for "persisted offsets
         # beyond the end" and crashed recovery; tables live in memory (nothing persisted to disagree),

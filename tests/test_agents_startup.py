@@ -60,3 +60,14 @@ def test_a_worker_without_a_node_inventory_says_so_loudly_at_start_and_in_metric
     assert lines == [] and configured == 1.0
     _, lines, _ = start({"adapter"})  # admits no node: nothing to warn about
     assert lines == []
+
+
+def test_standby_replicas_reach_faust(tmp_path):
+    """worker.standby_replicas sets Faust's standby copies of other workers' tables (issue 61: with two workers
+    each held the whole site's state; 0 halves what a worker holds of the other's)."""
+    for n in (0, 1):
+        s = Settings().with_overrides(worker=dict(app_id=f"standby-{n}", data_dir=str(tmp_path), standby_replicas=n))
+        app = create_app(Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), roles=frozenset({"windows"}),
+                                  outbox=[]))
+        assert app.conf.table_standby_replicas == n
+
