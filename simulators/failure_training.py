@@ -339,9 +339,9 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
     certified = fpr_confidence is None or target_fpr is None or bool(report["voter"]["target_met"])
     if not certified:
         meta["fpr_target_certified"] = False
-    if ensemble.vote == "lstm":
+    if ensemble.vote == "lstm" and settings.worker.false_alarms > 0:
         # the worker's budget controller starts from the site's own labelled history (no warm-up on the model's
-        # threshold); 'train threshold' replaces it with its held-out history's
+        # threshold); 'train threshold' replaces it with its held-out history's; no budget, no prior to scan for
         meta["budget_prior"] = history_prior(ensemble, data, mapping, settings.worker.false_alarms,
                                              settings=settings, progress=note)
     note("writing model")

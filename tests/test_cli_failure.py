@@ -378,8 +378,10 @@ def _train_and_evaluate_learned(recorded, features: str):
     return summary, manifest, result
 
 
-def test_conv_features_train_and_evaluate_and_say_how_few_failures_the_encoder_saw(recorded):
+def test_conv_features_train_and_evaluate_and_say_how_few_failures_the_encoder_saw(recorded, monkeypatch):
+    monkeypatch.setenv("HPCGUARD_WORKER__FALSE_ALARMS", "0")  # no budget: no prior scan (covered in train_then_evaluate)
     summary, manifest, _ = _train_and_evaluate_learned(recorded, "conv")
+    assert summary["budget_prior_node_days"] is None and "budget_prior" not in manifest["metadata"]
     assert summary["encoder"]["epochs"] == 14
     assert any("conv encoder was fitted on" in n for n in summary["notes"])
     assert manifest["architecture"]["network"] == "144-52tanh-2softmax"
@@ -765,9 +767,10 @@ def test_a_loaded_history_survives_the_prior_cache(tmp_path, recorded):
     np.testing.assert_array_equal(back.precursor, rec.precursor)
 
 
-def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(recorded):
+def test_a_site_trains_with_the_measured_setting_unless_it_says_otherwise(recorded, monkeypatch):
     """No --features: the trees, the vote's fpr kept under 2e-4 with 95 % confidence, persistence 2; what a
     site gives wins, and what it gives wrong is refused before anything is trained."""
+    monkeypatch.setenv("HPCGUARD_WORKER__FALSE_ALARMS", "0")  # no budget: no prior scan (covered in train_then_evaluate)
     model = recorded / "site-default"
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
                             "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
@@ -897,9 +900,10 @@ def test_a_target_fpr_kept_with_confidence_says_when_the_history_cannot_bound_it
     assert "with 90 % confidence" in r.stdout and "cannot keep" not in r.output   # a loose ceiling is kept
 
 
-def test_advice_names_only_what_would_change_the_outcome(recorded):
+def test_advice_names_only_what_would_change_the_outcome(recorded, monkeypatch):
     """Issue 59 item 4: with --calibration-ok already at what 2e-4 needs, a short history cannot certify the
     target; the note must not advise the value in use, the manifest and evaluate say it is not certified."""
+    monkeypatch.setenv("HPCGUARD_WORKER__FALSE_ALARMS", "0")  # no budget: no prior scan (covered in train_then_evaluate)
     model = recorded / "uncertified"
     r = runner.invoke(app, ["train", "failure", "--data", str(recorded / "train"), "--out", str(model),
                             "--simulated-prior", "0", "--simulated-look-alikes", "0", "--mc-splits", "1",
