@@ -192,6 +192,16 @@ def one_site(seed: int, model_dir: Path, nodes: int, train_hours: float, test_ho
     return out
 
 
+def pool(scores: list[dict], budget: float) -> dict:
+    """Sites within ``budget`` (with a Wilson interval) and the pooled warned, failures, false alarms, node-days."""
+    within = sum(s["false_alarms_per_100_node_days"] <= budget for s in scores)
+    return {"within": within, "of": len(scores), "within_ci95": wilson_interval(within, len(scores)),
+            **{out: sum(s[k] for s in scores) for out, k in (("warned", "precursor_warned_2min"),
+                                                            ("failures", "precursor_failures"),
+                                                            ("false_alarms", "false_alarm_episodes"),
+                                                            ("node_days", "node_days"))}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sites-dir", required=True)
@@ -221,30 +231,14 @@ def main() -> None:
             print(seed, f"{r['seconds']:.0f} s;", " · ".join(f"{k}: {r[k]['precursor_warned_2min']}/{r[k]['precursor_failures']} warned, "
                                     f"{r[k]['false_alarms_per_100_node_days']:.2f} / 100 nd"
                                     for k in ROWS), flush=True)
-    pooled = {}
-    for k in ROWS:
-        within = sum(r[k]["false_alarms_per_100_node_days"] <= args.false_alarms for r in rows)
-        pooled[k] = {"within": within, "of": len(rows), "within_ci95": wilson_interval(within, len(rows)),
-                     "warned": sum(r[k]["precursor_warned_2min"] for r in rows),
-                     "failures": sum(r[k]["precursor_failures"] for r in rows),
-                     "false_alarms": sum(r[k]["false_alarm_episodes"] for r in rows),
-                     "node_days": sum(r[k]["node_days"] for r in rows)}
-        p = pooled[k]
-        print(f"{k}: within budget {within}/{len(rows)}; warned {p['warned']}/{p['failures']}; "
-              f"{100 * p['false_alarms'] / p['node_days']:.2f} false alarms / 100 node-days pooled")
+    pooled = {k: pool([r[k] for r in rows], args.false_alarms) for k in ROWS}
+    pooled_whole = {k: pool([r["whole"][k] for r in rows], args.false_alarms) for k in ROWS}
+    for label, table in (("", pooled), (" (whole window, first day included)", pooled_whole)):
+        for k, p in table.items():
+            print(f"{k}{label}: within budget {p['within']}/{p['of']}; warned {p['warned']}/{p['failures']}; "
+                  f"{100 * p['false_alarms'] / p['node_days']:.2f} false alarms / 100 node-days pooled")
     path = Path(__file__).parent / "results" / "epoch_budget_sites.json"
     path.parent.mkdir(exist_ok=True)
-    pooled_whole = {}
-    for k in ROWS:
-        p = pooled_whole[k] = {
-            "within": sum(r["whole"][k]["false_alarms_per_100_node_days"] <= args.false_alarms for r in rows),
-            "of": len(rows), "warned": sum(r["whole"][k]["precursor_warned_2min"] for r in rows),
-            "failures": sum(r["whole"][k]["precursor_failures"] for r in rows),
-            "false_alarms": sum(r["whole"][k]["false_alarm_episodes"] for r in rows),
-            "node_days": sum(r["whole"][k]["node_days"] for r in rows)}
-        print(f"{k} (whole window, first day included): within budget {p['within']}/{len(rows)}; warned "
-              f"{p['warned']}/{p['failures']}; {100 * p['false_alarms'] / p['node_days']:.2f} false alarms / 100 "
-              "node-days pooled")
     seconds = round(time.perf_counter() - t_start, 1)
     print(f"{seconds:.0f} s")
     path.write_text(json.dumps({"args": vars(args), "pooled": pooled, "pooled_whole": pooled_whole, "rows": rows,
