@@ -9,20 +9,17 @@ is a recovery that did not settle on its own); the next output within 60 s of th
 Why the replay lingers 500 ms (``kafka.replay_linger_ms``): tansu's S3 engine stores each record
 batch as one object and lists a partition's objects on every fetch, so a read slows as the batches
 grow in number (issue 58).  With the default 20 ms a 60× replay of 16 nodes wrote ~16 records per
-batch and the LDMS reader fell behind for good; 500 ms makes ~450.  Output counts come from end
-offsets: reading a topic of thousands of small batches whole takes longer than ``read_topic`` waits.
+batch and the LDMS reader fell behind for good; 500 ms makes ~450.
 """
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 
-from _fault_harness import OUTPUTS, FaultRun, Outcome, check_fault, write_report
+from _fault_harness import FaultRun, Outcome, check_fault, write_report
 from hpcguard.connectors.broker import EmbeddedBroker, LocalS3
 
 pytestmark = [pytest.mark.faults, pytest.mark.broker, pytest.mark.slow]
@@ -31,33 +28,6 @@ NODES = "n[001-016]"
 SPEED = 60.0
 RECOVERY_S = 60.0  # issue 58: bounded recovery, the next output within a minute of the restart
 SETTLE_S = 1500.0  # replay (2 min) plus the worker's catching up on a loaded 2-core box (6-11 min measured)
-
-
-class AtSizeRun(FaultRun):
-    """A fault run that counts outputs by end offsets (cheap on S3) instead of reading the topics."""
-
-    def _ends(self, kinds) -> list[int]:
-        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False)
-        try:
-            tps = [TopicPartition(getattr(self.topics, k), 0) for k in kinds]
-            ends = c.end_offsets(tps)
-            return [ends[tp] for tp in tps]
-        finally:
-            c.close()
-
-    def _output_count(self) -> int:
-        return sum(self._ends(OUTPUTS))
-
-    def _sizes(self) -> tuple:
-        return (*self._ends(OUTPUTS), len(self.execution_ids()))
-
-    def wait_outputs(self, kind: str, count: int, timeout_s: float = SETTLE_S) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._ends([kind])[0] >= count:
-                return True
-            self.sleep(1.0)
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +59,16 @@ def s3_broker(tmp_path_factory):
 @pytest.mark.timeout(3 * SETTLE_S)
 def test_broker_restart_at_size_settles_within_a_minute(s3_broker, recording, tmp_path):
     data, model, env = recording
-    with AtSizeRun(s3_broker.bootstrap, data, model, tmp_path / "clean", SPEED, env) as run:
+    with FaultRun(s3_broker.bootstrap, data, model, tmp_path / "clean", SPEED, env) as run:
         run.start_replay()
         run.settle(timeout_s=SETTLE_S)
         clean: Outcome = run.outcome()
     assert clean.exits == [], f"the clean run's worker exited: {clean.exits}\n{run.log_tail()}"
     assert len(clean.records["predictions"]) > 16 * 100, "the clean run must predict every node"
-    with AtSizeRun(s3_broker.bootstrap, data, model, tmp_path / "run", SPEED, env) as run:
+    with FaultRun(s3_broker.bootstrap, data, model, tmp_path / "run", SPEED, env) as run:
         run.start_replay()
-        assert run.wait_outputs("predictions", len(clean.records["predictions"]) // 2), "the fault came too late"
+        assert run.wait_outputs("predictions", len(clean.records["predictions"]) // 2, SETTLE_S), \
+            "the fault came too late"
         s3_broker.restart(kill=True)  # kill -9, start again on the same port and storage
         run.mark_recovery()
         run.settle(timeout_s=SETTLE_S)
