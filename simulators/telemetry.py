@@ -184,6 +184,11 @@ class TelemetryParams:
         rounded up to 15 s) dividing every node's Lustre rates (PFS degradation hook).
     hot_spares : the last this many nodes are held out of the batch scheduler (a Slurm
         reservation for migrations); listed in ``meta.json`` as ``hot_spares``.
+    spare_failure_minutes : if set, the last hot spare also fails this many minutes after
+        ``start``, after a ``psu`` precursor (lead, strength and repair drawn as for the others):
+        a warning on an idle node, whose answer is a drain (the demo's scenario).  Drawn from a
+        generator of its own, and a ``psu`` precursor draws no noise, so every other node's
+        samples, jobs and failures are those of the same seed without it.
     """
 
     start: float = DEFAULT_START
@@ -210,6 +215,7 @@ class TelemetryParams:
     site: Optional[SiteParams] = None
     io_slowdown: Optional[np.ndarray] = field(default=None, repr=False)
     hot_spares: int = 0
+    spare_failure_minutes: Optional[float] = None
 
     def validate(self, nodes: int, hours: float) -> None:
         """Raise ``ValueError`` with a clear message for impossible settings."""
@@ -226,6 +232,10 @@ class TelemetryParams:
             (self.anomaly_rate >= 0, f"anomaly_rate must be >= 0 (got {self.anomaly_rate})"),
             (0 < self.utilization <= 1, f"utilization must be in (0, 1] (got {self.utilization})"),
             (0 <= self.hot_spares < nodes, f"hot_spares must be in [0, nodes) (got {self.hot_spares})"),
+            (self.spare_failure_minutes is None or (self.hot_spares >= 1
+                                                    and 0 < self.spare_failure_minutes < hours * 60.0),
+             f"spare_failure_minutes needs hot_spares >= 1 and a time inside the {hours * 60.0:g} recorded minutes "
+             f"(got {self.spare_failure_minutes}, hot_spares {self.hot_spares})"),
             (0 < self.precursor_lead_minutes[0] <= self.precursor_lead_minutes[1],
              f"precursor_lead_minutes must be 0 < low <= high (got {self.precursor_lead_minutes})"),
             (0 < self.precursor_strength[0] <= self.precursor_strength[1] <= 1.5,
@@ -594,6 +604,36 @@ def _schedule_jobs(jobs: dict[str, np.ndarray], sched: dict[str, np.ndarray], n_
 
 
 # --------------------------------------------------------------------------- anomalies
+def _spare_failure(seed: int, profile: str, sched: dict[str, np.ndarray], n_nodes: int, duration_s: float,
+                   p: TelemetryParams) -> tuple[dict[str, np.ndarray], dict, dict]:
+    """The last hot spare's scheduled failure (``p.spare_failure_minutes``): ``(schedule with it, its psu
+    precursor, its Slurm DOWN event)``, drawn from a generator of its own (seed, profile).
+
+    >>> s = {"node": np.array([0]), "fail": np.array([600.0]), "repaired": np.array([1800.0])}
+    >>> p = TelemetryParams(hot_spares=1, spare_failure_minutes=40.0)
+    >>> both, pre, event = _spare_failure(7, "classic", s, 4, 7200.0, p)
+    >>> both["node"].tolist(), pre["node"], pre["kind"], event["state"], pre["end"] == 2400.0
+    ([0, 3], 3, 'psu', 'DOWN*', True)
+    """
+    rng = np.random.default_rng([seed, zlib.crc32(b"spare-failure"), zlib.crc32(profile.encode())])
+    node, f = n_nodes - 1, 60.0 * float(p.spare_failure_minutes)
+    lead = rng.uniform(*(x * 60.0 for x in p.precursor_lead_minutes))
+    repaired = f + rng.uniform(p.repair_minutes[0] * 60.0, p.repair_minutes[1] * 60.0)
+    own = sched["node"] == node
+    if np.any(own & (sched["fail"] < repaired + 300.0) & (sched["repaired"] > f - lead - 300.0)):
+        raise ValueError(f"spare_failure_minutes {p.spare_failure_minutes}: the spare already fails or is down then "
+                         "on this seed (pick another time)")
+    strength, step, power = (rng.uniform(*r) for r in (p.precursor_strength, p.precursor_step, p.precursor_power))
+    precursor = {"start": f - lead, "end": f, "node": node, "kind": "psu", "family": "psu", "leads_to_failure": 1,
+                 "strength": strength, "step": step, "power": power}
+    t = f + rng.uniform(*SLURM_DETECT_S)
+    event = {"node": node, "start": t, "end": float(repaired) if repaired < duration_s else None, "state": "DOWN*",
+             "reason": "Not responding", "user": "slurm(64030)", "failure": True}
+    order = np.argsort(np.append(sched["fail"], f), kind="stable")
+    both = {k: np.append(sched[k], v)[order] for k, v in (("node", node), ("fail", f), ("repaired", repaired))}
+    return both, precursor, event
+
+
 def _place_anomalies(rng: np.random.Generator, sched: dict[str, np.ndarray],
                      n_nodes: int, duration_s: float, p: TelemetryParams) -> list[dict]:
     anomalies: list[dict] = []
@@ -1215,11 +1255,17 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
                              (p.repair_minutes[0] * 60.0, p.repair_minutes[1] * 60.0))
     warm = -p.warmup_hours * 3600.0
     jobs, fail_job = _schedule_jobs(_generate_jobs(rng, N, warm, dur, p), sched, N, dur, p.hot_spares)
+    job_of_failure = {(int(sched["node"][i]), float(sched["fail"][i])): j for i, j in fail_job.items()}
     if site is None:
         anomalies = _place_anomalies(rng, sched, N, dur, p)
     else:
         fans_of = np.array([g.n_fans for g in gens])
         anomalies = _place_site_anomalies(rng, sched, N, dur, p, jobs, rack_of, fans_of)
+    node_events = slurm_node_events(seed, profile, sched, N, dur)
+    if p.spare_failure_minutes is not None:  # after every shared draw that reads the schedule: nothing else moves
+        sched, spare_precursor, spare_event = _spare_failure(seed, profile, sched, N, dur, p)
+        anomalies = sorted([*anomalies, spare_precursor], key=lambda a: (a["start"], a["node"]))
+        node_events = sorted([*node_events, spare_event], key=lambda e: (e["start"], e["node"]))
 
     t1 = np.arange(T1, dtype=float)
     t15 = np.arange(T15, dtype=float) * 15.0
@@ -1343,7 +1389,8 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
     precursor_of = {(a["node"], a["end"]): a for a in anomalies if a["leads_to_failure"]}
     failures = []
     for i in np.flatnonzero((sched["fail"] >= 0) & (sched["fail"] < dur)):
-        n, f, j = int(sched["node"][i]), float(sched["fail"][i]), fail_job.get(int(i))
+        n, f = int(sched["node"][i]), float(sched["fail"][i])
+        j = job_of_failure.get((n, f))
         a = precursor_of.get((n, f))
         failures.append({"time": f, "node": n, "job_id": int(jobs["job_id"][j]) if j is not None else None,
                          "cause": a["kind"] if a else "no_precursor", "family": a["kind"] if a else "sudden",
@@ -1359,7 +1406,7 @@ def generate_telemetry(nodes: int = 32, hours: float = 2.0, seed: int = 0,
                      params=p, seed=seed, down_at_start=down_at_start, counter_resets=counter_resets,
                      profile=profile, hardware=hardware, racks=[int(r) for r in rack_of], ipmi_up=ipmi_up,
                      ldms_up15=ldms_up15, bmc_outages=outages, ldms_outages=ldms_outages,
-                     node_events=slurm_node_events(seed, profile, sched, N, dur))
+                     node_events=node_events)
 
 
 def simulate_telemetry(out_dir: str, nodes: int = 32, hours: float = 2.0, seed: int = 0, *,

@@ -82,3 +82,24 @@ def test_the_simulated_scheduler_never_places_a_job_on_a_hot_spare(tmp_path):
     assert meta["hot_spares"] == [meta["nodes"][-1]] and summary["nodes"] == meta["nodes"]
     with pytest.raises(ValueError, match="hot_spares"):
         generate_telemetry(4, 0.5, seed=3, hot_spares=4)
+
+
+def test_a_spare_failure_is_placed_on_the_spare_and_moves_nothing_else():
+    """The demo's scenario knob: the last spare fails at a set minute after a psu precursor, drawn apart."""
+    import numpy as np
+
+    kw = dict(nodes=8, hours=1.0, seed=5, hot_spares=1, mtbf_hours=1e6)  # no other failure: the spare is free
+    plain = generate_telemetry(**kw)
+    placed = generate_telemetry(**kw, spare_failure_minutes=40.0)
+    new = [f for f in placed.failures if f not in plain.failures]
+    assert [(f["node"], f["time"], f["job_id"], f["cause"]) for f in new] == [(7, 2400.0, None, "psu")]
+    assert 2400.0 - 600.0 <= new[0]["onset_time"] <= 2400.0 - 360.0   # the precursor lead's 6-10 min
+    others = slice(0, 7)
+    for name in ("lustre", "ipmi", "job1", "up1", "usec1"):
+        assert np.array_equal(getattr(plain, name)[others], getattr(placed, name)[others], equal_nan=True), name
+    assert not placed.up1[7, 2400:2401].any() and plain.up1[7].all()       # the spare is down from its failure
+    assert [e for e in placed.node_events if e not in plain.node_events][0]["node"] == 7
+    with pytest.raises(ValueError, match="hot_spares"):
+        generate_telemetry(nodes=8, hours=1.0, seed=5, spare_failure_minutes=40.0)
+    with pytest.raises(ValueError, match="recorded minutes"):
+        generate_telemetry(**kw, spare_failure_minutes=90.0)
