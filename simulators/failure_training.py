@@ -322,9 +322,14 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
     simulated = prior_histories(prior_profile, prior_k + look_k, cache_dir, progress=note)
     prior, look_alike_only = simulated[:prior_k], simulated[prior_k:]
     data = list(data_dirs)
+    recs = []
+    for d in data:  # loaded here: the budget prior below scans them too
+        note(f"loading {d}")
+        recs.append(load_recorded(d, mapping=mapping, settings=settings))
     ensemble, report, meta, coverage = train_model(
         data, mapping, features, seed, ok_ratio, calibration_ok, target_fpr, mc_splits, persistence,
-        tuple(allow_missing or ()), hard_negatives, progress=note, positive_shifts=positive_shifts, prior=tuple(prior),
+        tuple(allow_missing or ()), hard_negatives, progress=note, recs=recs, positive_shifts=positive_shifts,
+        prior=tuple(prior),
         lead_shift=lead_shift, fpr_confidence=fpr_confidence, look_alike_only=tuple(look_alike_only),
         calibration_span=span, fpr_run_minutes=runs, fpr_history_spread=spread, split_days=days, settings=settings,
         notify=notify)
@@ -342,8 +347,9 @@ def train_failure_model(data_dirs: Sequence[str], out: str, *, sensor_map: Optio
     if ensemble.vote == "lstm" and settings.worker.false_alarms > 0:
         # the worker's budget controller starts from the site's own labelled history (no warm-up on the model's
         # threshold); 'train threshold' replaces it with its held-out history's; no budget, no prior to scan for
+        loaded = recs if ensemble.grid_s == GRID_S else None  # as trained on (not read twice)
         meta["budget_prior"] = history_prior(ensemble, data, mapping, settings.worker.false_alarms,
-                                             settings=settings, progress=note)
+                                             settings=settings, progress=note, recs=loaded)
     note("writing model")
     try:
         save_model(ensemble, out, meta)
@@ -428,14 +434,18 @@ def budget_prior(scans: Sequence[tuple], false_alarms: float, threshold: float, 
 
 
 def history_prior(ensemble, data_dirs: Sequence[str], mapping, false_alarms: float, stride: int = 1,
-                  settings: Optional[Settings] = None, progress: Optional[Callable[[str], None]] = None) -> dict:
-    """:func:`budget_prior` of ``ensemble``'s online vote on the labelled histories ``data_dirs``."""
+                  settings: Optional[Settings] = None, progress: Optional[Callable[[str], None]] = None,
+                  recs: Optional[Sequence[Recorded]] = None) -> dict:
+    """:func:`budget_prior` of ``ensemble``'s online vote on the labelled histories ``data_dirs``
+    (``recs``: the same histories already loaded on the ensemble's grid, one per directory)."""
     from hpcguard.models.failure.evaluation import online_vote_scan
 
+    if recs is not None and len(recs) != len(data_dirs):
+        raise ValueError(f"{len(recs)} loaded histories for {len(data_dirs)} directories")
     scans = []
-    for d in data_dirs:
+    for i, d in enumerate(data_dirs):
         (progress or _quiet)(f"budget prior: online vote on {d}")
-        rec = load_recorded(d, ensemble.grid_s, mapping, settings=settings)
+        rec = recs[i] if recs is not None else load_recorded(d, ensemble.grid_s, mapping, settings=settings)
         scans.append((rec, online_vote_scan(ensemble.series_votes, rec.values, rec.t0, ensemble.grid_s,
                                             ensemble.history_steps, stride=stride)))
     return budget_prior(scans, false_alarms, float(ensemble.threshold), ensemble.grid_s * stride)
