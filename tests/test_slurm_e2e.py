@@ -104,8 +104,6 @@ def test_poll_slurm_feeds_the_workers_jobs_and_labels(cluster, kafka_settings, t
     cluster.wait_for(lambda: (out / "starts").exists(), timeout=30, what=f"job {job} to start")
     job_node = cluster.job_field(job, "NodeList")
     down, ours = [n for n in cluster.nodes if n != job_node][:2]
-    cluster.run("scontrol", "update", f"NodeName={down}", "State=DOWN", "Reason=fan failure, ticket 7")
-    cluster.run("scontrol", "update", f"NodeName={ours}", "State=DRAIN", "Reason=hpcguard act-00f1: predicted failure")
     poller = None
     try:
         with WorkerProcess(kafka_settings, tmp_path, roles=["jobs"]) as w:
@@ -114,6 +112,11 @@ def test_poll_slurm_feeds_the_workers_jobs_and_labels(cluster, kafka_settings, t
                  w.prefix, "--slurm-conf", str(cluster.conf), "--interval", "1", "--json"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **w.env})
             w.wait_for(w.topics.node_jobs, lambda r: any(e["job_id"] == job and e["event"] == "start" for e in r))
+            # the poller polls now: a DOWN set before it started could end (ReturnToService, slurmd registering
+            # within seconds) before its first poll on a loaded box, and no label would come
+            cluster.run("scontrol", "update", f"NodeName={down}", "State=DOWN", "Reason=fan failure, ticket 7")
+            cluster.run("scontrol", "update", f"NodeName={ours}", "State=DRAIN",
+                        "Reason=hpcguard act-00f1: predicted failure")
             labels = w.wait_for(w.topics.labels, lambda r: any(x["node"] == down for x in r))
             # back to service (the fixture's ReturnToService may already have done it when its slurmd registered)
             cluster.run("scontrol", "update", f"NodeName={down}", "State=RESUME", check=False)
