@@ -17,7 +17,8 @@ count, and training one on the benchmark's own size would take longer than the r
   consumer lag: the raw records the replay has sent so far minus the records the workers report
   consumed on their ``/metrics`` (``lag_by_end_offsets`` uses the broker's end offsets instead:
   tansu's trail its log by a few hundred records, so that one reads low, even negative);
-- after the run: sample→prediction and sample→action latency p50/p99 over the whole run and after
+- after the run: the state the changelog topics keep once compacted (bytes per node), and
+  sample→prediction and sample→action latency p50/p99 over the whole run and after
   ``--warmup-s`` (counted from the replay's start), and the prediction latency per minute of the run
   (the lag in time: it grows when the workers fall behind).
 
@@ -214,6 +215,38 @@ def _cpu_between(a: dict, b: dict) -> dict:
             "replay_cpu_s": round(me, 1)}
 
 
+def changelog_state(bootstrap: str, nodes: int) -> dict:
+    """What the workers' changelog topics would keep after compaction (the newest value per key, deletions
+    dropped; the embedded broker itself compacts nothing): bytes and keys per topic, and per node."""
+    from kafka import KafkaConsumer
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                      auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    try:
+        names = sorted(t for t in c.topics() if t.endswith("-changelog"))
+        out: dict = {"topics": {}}
+        for name in names:
+            c.subscribe([name])
+            newest: dict[bytes, int] = {}
+            records = 0
+            for m in c:
+                records += 1
+                if m.value is None:
+                    newest.pop(m.key, None)
+                else:
+                    newest[m.key] = len(m.key or b"") + len(m.value)
+            c.unsubscribe()
+            out["topics"][name] = {"records_written": records, "keys_kept": len(newest),
+                                   "bytes_kept": sum(newest.values())}
+    finally:
+        c.close()
+    total = sum(t["bytes_kept"] for t in out["topics"].values())
+    out["bytes_kept"] = total
+    out["kib_per_node"] = round(total / nodes / 1024, 2)
+    out["records_written_per_node"] = round(sum(t["records_written"] for t in out["topics"].values()) / nodes, 1)
+    return out
+
+
 def run_one(nodes: int, minutes: float, workers: int, args, model_dir: str, out_dir: Path) -> dict:
     tag = f"bench_scale_n{nodes}_w{workers}"
     topics = TopicNames.from_settings(Settings().topics)
@@ -240,6 +273,7 @@ def run_one(nodes: int, minutes: float, workers: int, args, model_dir: str, out_
         result["wall_s"] = round(time.time() - t0, 1)
         predictions = read_topic(k, topics.predictions)
         actions = read_topic(k, topics.actions)
+        result["changelog_state"] = changelog_state(broker.bootstrap, nodes)
         broker_alive = broker.process.poll() is None
     rep = hooks.replays[-1]
     start = rep["before"]["t"]
@@ -382,7 +416,8 @@ def main() -> None:
         for w in (int(x) for x in args.workers.split(",")):
             r = run_one(n, args.minutes, w, args, model_dir, out.parent)
             brief = {k: r[k] for k in ("nodes", "minutes", "workers", "detector", "replay", "latency_ms", "resources",
-                                       "derived", "simulator", "load_avg_before", "load_avg_after")}
+                                       "derived", "simulator", "changelog_state", "load_avg_before",
+                                       "load_avg_after")}
             brief["lag_trend"] = r.get("lag_trend")
             brief["pipeline"] = r["pipeline"]
             runs.append(brief)

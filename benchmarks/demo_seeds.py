@@ -23,11 +23,11 @@ from pathlib import Path
 
 from hpcguard.models.metrics import wilson_interval
 from hpcguard.settings import Settings
-from hpcguard.simulators.demo_run import DEMO_WORKLOAD, DemoConfig, demo_model
+from hpcguard.simulators.demo_run import DemoConfig, demo_model, simulate_demo_telemetry
 from hpcguard.simulators.demo_scenario import offline_io_actions, pfs_scenario, train_job_classifier, write_job_scripts
 from hpcguard.simulators.parity import offline_decisions
 from hpcguard.simulators.savings_report import evaluate_savings
-from hpcguard.simulators.telemetry import DEFAULT_START, simulate_telemetry
+from hpcguard.simulators.telemetry import DEFAULT_START
 
 KINDS = ("checkpoint", "migrate", "drain", "delay", "release", "reschedule")
 
@@ -36,8 +36,7 @@ def one_seed(seed: int, workdir: Path, nodes: int = 32, hours: float = 2.0, cach
     model, _ = demo_model(DemoConfig(seed=seed, nodes=nodes, hours=hours, quiet=True, cache_dir=cache_dir), workdir)
     data = workdir / "telemetry"
     pfs = pfs_scenario(str(data), start=DEFAULT_START, hours=hours, seed=seed, nodes=nodes)
-    simulate_telemetry(str(data), nodes=nodes, hours=hours, seed=seed, io_slowdown=pfs["io_slowdown"],
-                       **DEMO_WORKLOAD)
+    simulate_demo_telemetry(str(data), nodes, hours, seed, pfs["io_slowdown"])
     write_job_scripts(str(data), seed=seed)  # as run_demo: scripts on the submit events, PRIONN pre-trained
     clf = train_job_classifier(str(workdir / "job_classifier.pt"), seed=seed + 2000)
     meta = json.loads((data / "meta.json").read_text())

@@ -58,10 +58,32 @@ class DemoConfig:
 #: the demo's workload: a busy cluster (jobs submitted at its full capacity, so at times a queue waits behind the
 #: running jobs: CanarIO's delays and replacements need one), jobs of an hour or more (median 1 h, a long tail),
 #: a node MTBF of 20 h (a failure every ~40 min on 32 nodes: most hit a running job), and one hot spare (the last
-#: node, held out of the batch scheduler) that a warned job can migrate to; the spare itself fails at minute 50
-#: after a precursor, an idle node warned (its answer is a drain; drawn apart: the other nodes are as without it)
+#: node, held out of the batch scheduler) that a warned job can migrate to
 DEMO_WORKLOAD = {"runtime_median_minutes": 60.0, "runtime_sigma": 1.0, "utilization": 1.0, "warmup_hours": 16.0,
-                 "mtbf_hours": 20.0, "hot_spares": 1, "spare_failure_minutes": 50.0}
+                 "mtbf_hours": 20.0, "hot_spares": 1}
+#: the spare itself fails this far into the recording (minute 50 of 2 h) after a precursor: an idle node warned,
+#: whose answer is a drain (drawn apart from the rest: every other node is as without it)
+SPARE_FAILURE_SHARE = 50.0 / 120.0
+SPARE_FAILURE_MIN_MINUTES = 10.0  # the longest precursor lead: a shorter recording places none
+
+
+def simulate_demo_telemetry(data_dir: str, nodes: int, hours: float, seed: int, io_slowdown=None,
+                            workload: dict | None = None, say=lambda msg: None) -> dict:
+    """The demo's cluster (``workload``, default :data:`DEMO_WORKLOAD` with the spare's failure) written to
+    ``data_dir``; :func:`~hpcguard.simulators.telemetry.simulate_telemetry`'s result.  A seed whose spare
+    already fails around that time keeps its own failures and gets no placed one (``say`` tells)."""
+    from hpcguard.simulators.telemetry import SpareBusy, simulate_telemetry
+
+    params = dict(DEMO_WORKLOAD if workload is None else workload)
+    at = SPARE_FAILURE_SHARE * hours * 60.0
+    if workload is None and at >= SPARE_FAILURE_MIN_MINUTES:
+        params["spare_failure_minutes"] = at
+    try:
+        return simulate_telemetry(data_dir, nodes=nodes, hours=hours, seed=seed, io_slowdown=io_slowdown, **params)
+    except SpareBusy as exc:
+        say(f"no failure placed on the spare: {exc}")
+        params.pop("spare_failure_minutes")
+        return simulate_telemetry(data_dir, nodes=nodes, hours=hours, seed=seed, io_slowdown=io_slowdown, **params)
 
 
 def _say(cfg: DemoConfig, msg: str) -> None:
@@ -142,7 +164,6 @@ def demo_model(cfg: DemoConfig, workdir: Path) -> tuple[str, bool]:
 def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     from hpcguard.connectors.broker import EmbeddedBroker
     from hpcguard.connectors.kafka import wait_for_broker
-    from hpcguard.simulators.telemetry import simulate_telemetry
 
     if cfg.workers < 1:
         raise ValueError("--workers must be >= 1")
@@ -172,8 +193,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         from hpcguard.simulators.demo_scenario import pfs_scenario
         from hpcguard.simulators.telemetry import DEFAULT_START
         pfs = pfs_scenario(str(data_dir), start=DEFAULT_START, hours=cfg.hours, seed=cfg.seed, nodes=cfg.nodes)
-        simulate_telemetry(str(data_dir), nodes=cfg.nodes, hours=cfg.hours, seed=cfg.seed,
-                           io_slowdown=pfs["io_slowdown"], **(DEMO_WORKLOAD if cfg.workload is None else cfg.workload))
+        simulate_demo_telemetry(str(data_dir), cfg.nodes, cfg.hours, cfg.seed, pfs["io_slowdown"], cfg.workload,
+                                say=lambda msg: _say(cfg, msg))
         from hpcguard.simulators.demo_scenario import train_job_classifier, write_job_scripts
         write_job_scripts(str(data_dir), seed=cfg.seed)  # batch scripts ride on the jobs' submit events
         _say(cfg, f"training the PRIONN job classifier on a separate PFS history (seed {cfg.seed + 2000})")

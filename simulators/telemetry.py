@@ -604,6 +604,10 @@ def _schedule_jobs(jobs: dict[str, np.ndarray], sched: dict[str, np.ndarray], n_
 
 
 # --------------------------------------------------------------------------- anomalies
+class SpareBusy(ValueError):
+    """The hot spare already fails, or is down, around the time ``spare_failure_minutes`` asks for."""
+
+
 def _spare_failure(seed: int, profile: str, sched: dict[str, np.ndarray], n_nodes: int, duration_s: float,
                    p: TelemetryParams) -> tuple[dict[str, np.ndarray], dict, dict]:
     """The last hot spare's scheduled failure (``p.spare_failure_minutes``): ``(schedule with it, its psu
@@ -621,8 +625,8 @@ def _spare_failure(seed: int, profile: str, sched: dict[str, np.ndarray], n_node
     repaired = f + rng.uniform(p.repair_minutes[0] * 60.0, p.repair_minutes[1] * 60.0)
     own = sched["node"] == node
     if np.any(own & (sched["fail"] < repaired + 300.0) & (sched["repaired"] > f - lead - 300.0)):
-        raise ValueError(f"spare_failure_minutes {p.spare_failure_minutes}: the spare already fails or is down then "
-                         "on this seed (pick another time)")
+        raise SpareBusy(f"spare_failure_minutes {p.spare_failure_minutes}: the spare already fails or is down then "
+                        "on this seed (pick another time)")
     strength, step, power = (rng.uniform(*r) for r in (p.precursor_strength, p.precursor_step, p.precursor_power))
     precursor = {"start": f - lead, "end": f, "node": node, "kind": "psu", "family": "psu", "leads_to_failure": 1,
                  "strength": strength, "step": step, "power": power}
