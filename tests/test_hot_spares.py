@@ -103,3 +103,19 @@ def test_a_spare_failure_is_placed_on_the_spare_and_moves_nothing_else():
         generate_telemetry(nodes=8, hours=1.0, seed=5, spare_failure_minutes=40.0)
     with pytest.raises(ValueError, match="recorded minutes"):
         generate_telemetry(**kw, spare_failure_minutes=90.0)
+
+
+def test_the_demo_places_the_spare_failure_where_the_recording_allows(tmp_path):
+    import json as _json
+
+    from hpcguard.simulators.demo_run import simulate_demo_telemetry
+
+    said: list[str] = []
+    simulate_demo_telemetry(str(tmp_path / "a"), 8, 2.0, 53, say=said.append)   # minute 50 of 2 h: placed
+    spare = _json.loads((tmp_path / "a" / "meta.json").read_text())["hot_spares"][0]
+    rows = (tmp_path / "a" / "failures.csv").read_text().splitlines()[1:]
+    assert any(r.split(",")[1] == spare and r.split(",")[3] == "psu" for r in rows) and not said
+    simulate_demo_telemetry(str(tmp_path / "b"), 8, 1.0, 4, say=said.append)    # this seed's spare is down then
+    assert len(said) == 1 and "no failure placed on the spare" in said[0]
+    simulate_demo_telemetry(str(tmp_path / "c"), 8, 0.1, 53, say=said.append)   # 6 min: too short to place one
+    assert len(said) == 1
