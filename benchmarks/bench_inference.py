@@ -1,15 +1,21 @@
 """Batched inference of the failure ensemble on CPU: node predictions per second.
 
 Compares, in the same run and on the same batch, (a) ``FailureEnsemble.predict_batch``
-(imputation, normalisation, six 70→52→2 networks as one batched torch matmul, the
-LSTM vote and the decision) with (b) a plain numpy lower bound of the same arithmetic:
-normalisation, the six networks as one ``(N, 70) @ (70, 6·52)`` matmul + tanh, the
-block-diagonal output layer, and the 6-step, 4-unit LSTM written out in numpy.
+(imputation, normalisation, six 70→52→2 networks as float32 matrix products in blocks
+of a fixed number of rows, the LSTM vote and the decision) with (b) a plain numpy lower
+bound of the same arithmetic: normalisation, the six networks as one ``(N, 70) @ (70, 6·52)``
+matmul + tanh, the block-diagonal output layer, and the 6-step, 4-unit LSTM written out
+in numpy.
 Also times the whole online path per feature set (``predict_windows``: raw node
 histories → features → networks → vote), the worker's cost per node prediction.
 Writes JSON to ``benchmarks/results/bench_inference.json``.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_inference.py [--batch 4096] [--repeat 20]
+    OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 \
+        .venv/bin/python benchmarks/bench_inference.py [--batch 10000] [--repeat 20]
+
+The malloc settings pin glibc's allocator: without them its thresholds adapt to the first large
+arrays freed, and the numpy bound's own arrays then come slower or faster with what ran before it
+(measured 770 k against 400–540 k predictions/s for the same bound), which moves the ratio.
 """
 from __future__ import annotations
 

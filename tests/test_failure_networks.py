@@ -51,6 +51,25 @@ def test_a_rows_probabilities_do_not_depend_on_its_batch():
         part = ens.predict_batch(x[rows])
         assert np.array_equal(part.network_probabilities, batch.network_probabilities[rows])
         assert np.array_equal(part.vote_probability, batch.vote_probability[rows])
+    # per-lead inputs (lead_shift, the evaluation protocol) give the same bits where every network reads the row
+    per_lead = ens.predict_batch(np.repeat(x[:, None], len(ens.nets), axis=1))
+    assert np.array_equal(per_lead.network_probabilities, batch.network_probabilities)
+    assert np.array_equal(per_lead.vote_probability, batch.vote_probability)
+
+
+def test_inference_follows_weights_changed_in_place():
+    """The fused inference weights are rebuilt after an in-place change (an optimiser step, load_state_dict)."""
+    ens, other = FailureEnsemble.untrained(seed=4), FailureEnsemble.untrained(seed=5)
+    x = np.random.default_rng(3).normal(size=(20, 70))
+    ens.predict_batch(x)
+    for net, o in zip(ens.nets, other.nets):
+        net.load_state_dict(o.state_dict())
+    ens.voter.load_state_dict(other.voter.state_dict())
+    assert np.array_equal(ens.predict_batch(x).vote_probability, other.predict_batch(x).vote_probability)
+    with torch.no_grad():
+        ens.nets[0].hidden.weight.mul_(2.0)
+    assert not np.array_equal(ens.predict_batch(x).network_probabilities[:, 0],
+                              other.predict_batch(x).network_probabilities[:, 0])
 
 
 def test_ensemble_predict_batch_and_state_round_trip():

@@ -48,10 +48,9 @@ import torch
 
 from hpcguard.models.failure.dataset import WINDOW_STEPS, impute, lead_offsets
 from hpcguard.models.failure.encoder import SequenceEncoder, encoder_feature_set
-from hpcguard.models.failure.networks import (N_INPUTS, LeadNetwork, make_networks,
-                                              stacked_failure_probabilities)
+from hpcguard.models.failure.networks import N_INPUTS, LeadNetwork, StackedNetworks, make_networks
 from hpcguard.models.failure.trees import BoostedTrees, trees_feature_set
-from hpcguard.models.failure.voting import LstmVoter, unanimous_vote
+from hpcguard.models.failure.voting import LstmVoter, VoterWeights, unanimous_vote
 from hpcguard.models.features import CANONICAL_SENSORS, feature_set
 
 MODEL_KIND = "hpcguard-failure-ensemble"
@@ -201,6 +200,7 @@ class FailureEnsemble:
             raise ValueError(f"vote must be 'lstm' or 'unanimous', got {vote!r}")
         self.nets = nets
         self.voter = voter
+        self._weights: tuple[list[tuple[torch.Tensor, int]], StackedNetworks, VoterWeights] | None = None
         self.leads = tuple(n.lead_minutes for n in nets)
         self.sequence = tuple(int(i) for i in np.argsort(self.leads)[::-1])  # 7 → 2 min (Fig. 4.4)
         self.medians = np.asarray(medians, float)
@@ -263,11 +263,23 @@ class FailureEnsemble:
 
     def network_probabilities(self, features: np.ndarray) -> np.ndarray:
         """``(N, 6)`` failure probability of every network (lead order)."""
-        return stacked_failure_probabilities(self.nets, self.normalise(features))
+        return self._inference_weights()[0].failure_probabilities(self.normalise(features))
 
     def vote_probabilities(self, net_probs: np.ndarray) -> np.ndarray:
         """LSTM vote probability from ``(N, 6)`` network probabilities (lead order)."""
-        return self.voter.vote(np.asarray(net_probs)[:, self.sequence])
+        return self._inference_weights()[1].vote(np.asarray(net_probs)[:, self.sequence])
+
+    def _inference_weights(self) -> tuple[StackedNetworks, VoterWeights]:
+        """The networks' and the voter's weights as inference reads them, fused once and fused
+        again when a parameter was replaced (new networks, ``nets`` reassigned) or changed in
+        place (an optimiser step, ``load_state_dict``: each bumps the tensor's version)."""
+        params = [p for module in (*self.nets, self.voter) for p in module.parameters()]
+        cached = self._weights
+        if cached is None or len(cached[0]) != len(params) or any(
+                p is not q or p._version != version for p, (q, version) in zip(params, cached[0])):
+            cached = self._weights = ([(p, p._version) for p in params], StackedNetworks.from_networks(self.nets),
+                                      VoterWeights.from_voter(self.voter))
+        return cached[1], cached[2]
 
     def unanimous(self, net_probs: np.ndarray, n_networks: int) -> np.ndarray:
         """All-agree vote of the first ``n_networks`` of the sequence (7-min network first)."""

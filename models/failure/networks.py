@@ -19,6 +19,8 @@ Example
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 from torch import nn
@@ -62,26 +64,72 @@ def make_networks(seed: int = 0, leads: tuple[int, ...] = LEAD_MINUTES) -> list[
     return nets
 
 
-def stacked_failure_probabilities(nets: list[LeadNetwork], x: np.ndarray) -> np.ndarray:
-    """Failure probability of every network, ``(N, len(nets))`` float64.
+# Rows per matrix product at inference: a batch is computed in blocks of exactly this many rows (the
+# last one padded with zeros), because a BLAS product rounds a row differently with the number of
+# rows it multiplies; with every product the same shape, a row's result never depends on its batch.
+BLOCK_ROWS = 256
 
-    ``x`` is ``(N, 70)`` (all networks see the same window) or ``(N, len(nets), 70)``
-    (network ``i`` sees ``x[:, i]``).  Computed in float64 with numpy's own ``einsum``
-    loops, not a BLAS matrix product: a row's result then never depends on how many
-    rows share its call, so the worker (a few nodes at a time) computes exactly what the
-    offline scan (thousands at once) computes.
+
+class StackedNetworks(NamedTuple):
+    """The networks' weights as inference reads them: float32, every hidden layer side by side.
+
+    The two softmax outputs of a network only matter through their difference (``p(failure) =
+    sigmoid(l1 − l0)``), so the output layers are one block-diagonal ``(K·H, K)`` matrix of
+    failure − ok weights.  Build once per set of weights (:meth:`from_networks`) and reuse.
     """
-    x = np.asarray(x, dtype=float)
-    w1 = np.stack([n.hidden.weight.detach().double().numpy() for n in nets])   # (K, H, D)
-    b1 = np.stack([n.hidden.bias.detach().double().numpy() for n in nets])     # (K, H)
-    w2 = np.stack([n.out.weight.detach().double().numpy() for n in nets])      # (K, 2, H)
-    b2 = np.stack([n.out.bias.detach().double().numpy() for n in nets])        # (K, 2)
-    if x.ndim == 2 and x.shape[1] == w1.shape[2]:
-        h = np.tanh(np.einsum("nd,khd->nkh", x, w1) + b1)
-    elif x.ndim == 3 and x.shape[1] == len(nets) and x.shape[2] == w1.shape[2]:
-        h = np.tanh(np.einsum("nkd,khd->nkh", x, w1) + b1)
-    else:
-        raise ValueError(f"features must be (N, {w1.shape[2]}) or (N, {len(nets)}, {w1.shape[2]}), got {x.shape}")
-    logits = np.einsum("nkh,kch->nkc", h, w2) + b2
-    # softmax over 2 classes: p(failure) = sigmoid(l1 − l0)
-    return 1.0 / (1.0 + np.exp(logits[..., 0] - logits[..., 1]))
+
+    hidden_weight: np.ndarray   # (D, K·H) float32: network k's hidden layer in columns k·H … (k + 1)·H − 1
+    hidden_bias: np.ndarray     # (K·H,) float32
+    logit_weight: np.ndarray    # (K·H, K) float32: failure − ok output weights, network k's in column k
+    logit_bias: np.ndarray      # (K,) float64: failure − ok output bias
+
+    @classmethod
+    def from_networks(cls, nets: list[LeadNetwork]) -> "StackedNetworks":
+        """Fuse ``nets`` (lead order)."""
+        hidden_weight = np.concatenate([n.hidden.weight.detach().numpy().T for n in nets], axis=1)
+        hidden_bias = np.concatenate([n.hidden.bias.detach().numpy() for n in nets])
+        out_weight = [n.out.weight.detach().double().numpy() for n in nets]
+        out_bias = [n.out.bias.detach().double().numpy() for n in nets]
+        n_hidden = hidden_bias.size // len(nets)
+        logit_weight = np.zeros((hidden_bias.size, len(nets)), np.float32)
+        for k, w in enumerate(out_weight):
+            logit_weight[k * n_hidden:(k + 1) * n_hidden, k] = w[1] - w[0]
+        return cls(np.ascontiguousarray(hidden_weight, np.float32), hidden_bias.astype(np.float32), logit_weight,
+                   np.array([b[1] - b[0] for b in out_bias]))
+
+    def failure_probabilities(self, x: np.ndarray) -> np.ndarray:
+        """Failure probability of every network, ``(N, K)`` float64, from ``(N, D)`` inputs (all
+        networks read the same row) or ``(N, K, D)`` (network ``k`` reads ``x[:, k]``).
+
+        The hidden layers are float32 matrix products of ``BLOCK_ROWS`` rows at a time, so a
+        row's result is the same bits in any batch: the worker (a few nodes at a time) computes
+        exactly what the offline scan (thousands at once) computes.
+        """
+        n_nets, (n_inputs, width) = self.logit_bias.size, self.hidden_weight.shape
+        z = np.asarray(x, dtype=np.float32)
+        per_network = z.ndim == 3
+        if z.shape[1:] not in ((n_inputs,), (n_nets, n_inputs)):
+            raise ValueError(f"features must be (N, {n_inputs}) or (N, {n_nets}, {n_inputs}), got {z.shape}")
+        n_hidden = width // n_nets
+        logits = np.empty((len(z), n_nets), np.float32)
+        hidden = np.empty((BLOCK_ROWS, width), np.float32)
+        for start in range(0, len(z), BLOCK_ROWS):
+            rows = z[start:start + BLOCK_ROWS]
+            n_rows = len(rows)
+            if n_rows < BLOCK_ROWS:
+                rows = np.concatenate([rows, np.zeros((BLOCK_ROWS - n_rows, *z.shape[1:]), np.float32)])
+            for k in range(n_nets):   # one product per network, whichever input it reads: the same bits
+                cols = slice(k * n_hidden, (k + 1) * n_hidden)
+                hidden[:, cols] = (rows[:, k] if per_network else rows) @ self.hidden_weight[:, cols]
+            hidden += self.hidden_bias
+            np.tanh(hidden, out=hidden)
+            logits[start:start + n_rows] = (hidden @ self.logit_weight)[:n_rows]
+        return 1.0 / (1.0 + np.exp(-(logits.astype(float) + self.logit_bias)))
+
+
+def stacked_failure_probabilities(nets: list[LeadNetwork], x: np.ndarray) -> np.ndarray:
+    """Failure probability of every network, ``(N, len(nets))`` float64: network ``i`` reads
+    ``x (N, 70)`` or ``x[:, i]`` of ``x (N, len(nets), 70)`` (:meth:`StackedNetworks.failure_probabilities`;
+    fuse the weights once with :meth:`StackedNetworks.from_networks` to call it repeatedly).
+    """
+    return StackedNetworks.from_networks(nets).failure_probabilities(x)

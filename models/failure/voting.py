@@ -20,6 +20,8 @@ Example
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 from torch import nn
@@ -73,8 +75,8 @@ class LstmVoter(nn.Module):
 
     def vote(self, probs: np.ndarray) -> np.ndarray:
         """``(N,)`` float64 failure probability of ``(N, K)`` network probabilities, computed
-        with numpy (the LSTM's gates step by step) so that a row's result never depends on
-        its batch-mates: what inference and the threshold's choice use.
+        with numpy (:meth:`VoterWeights.vote`) so that a row's result never depends on its
+        batch-mates: what inference and the threshold's choice use.
 
         >>> v = LstmVoter()
         >>> p = np.random.default_rng(0).random((50, 6))
@@ -84,22 +86,73 @@ class LstmVoter(nn.Module):
         ...     bool(np.allclose(v.vote(p), v.failure_probability(torch.as_tensor(p, dtype=torch.float32)), atol=1e-6))
         True
         """
-        p = np.asarray(probs, dtype=float)
-        lstm = self.lstm
-        w_ih = lstm.weight_ih_l0.detach().double().numpy()[:, 0]                     # (4H,)
-        w_hh = lstm.weight_hh_l0.detach().double().numpy()                           # (4H, H)
+        return VoterWeights.from_voter(self).vote(probs)
+
+
+class VoterWeights(NamedTuple):
+    """An :class:`LstmVoter`'s weights as inference reads them (float32, gates in PyTorch's order:
+    input, forget, cell, output), with the rows of the three sigmoid gates halved (exact in binary
+    floating point): ``sigmoid(x) = (1 + tanh(x / 2)) / 2``, so one ``tanh`` serves all four gates.
+    Build once per set of weights (:meth:`from_voter`) and reuse.
+    """
+
+    input_weight: np.ndarray    # (4H, 1) float32
+    hidden_weight: np.ndarray   # (4H, H) float32
+    bias: np.ndarray            # (4H, 1) float32: input-to-hidden + hidden-to-hidden bias
+    logit_weight: np.ndarray    # (H,) float64: failure − ok output weights
+    logit_bias: float           # failure − ok output bias
+
+    @classmethod
+    def from_voter(cls, voter: LstmVoter) -> "VoterWeights":
+        """The weights of ``voter`` (a one-layer LSTM with a 1-input step)."""
+        lstm = voter.lstm
+        n_hidden = lstm.hidden_size
+        halve = np.full(4 * n_hidden, 0.5)
+        halve[2 * n_hidden:3 * n_hidden] = 1.0   # the cell gate is a tanh already
+        w_ih = lstm.weight_ih_l0.detach().double().numpy()
+        w_hh = lstm.weight_hh_l0.detach().double().numpy()
         bias = (lstm.bias_ih_l0.detach().double() + lstm.bias_hh_l0.detach().double()).numpy()
-        n_hidden = w_hh.shape[1]
-        h = np.zeros((len(p), n_hidden))
-        c = np.zeros((len(p), n_hidden))
-        for t in range(p.shape[1]):   # gates in PyTorch's order: input, forget, cell, output
-            g = p[:, t:t + 1] * w_ih + np.einsum("nh,gh->ng", h, w_hh) + bias
-            i, f, o = (1.0 / (1.0 + np.exp(-g[:, k * n_hidden:(k + 1) * n_hidden])) for k in (0, 1, 3))
-            c = f * c + i * np.tanh(g[:, 2 * n_hidden:3 * n_hidden])
-            h = o * np.tanh(c)
-        logits = np.einsum("nh,ch->nc", h, self.out.weight.detach().double().numpy()) \
-            + self.out.bias.detach().double().numpy()
-        return 1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1]))
+        out_weight = voter.out.weight.detach().double().numpy()
+        out_bias = voter.out.bias.detach().double().numpy()
+        return cls((w_ih * halve[:, None]).astype(np.float32), (w_hh * halve[:, None]).astype(np.float32),
+                   (bias * halve).astype(np.float32)[:, None], out_weight[1] - out_weight[0],
+                   float(out_bias[1] - out_bias[0]))
+
+    def vote(self, probs: np.ndarray) -> np.ndarray:
+        """``(N,)`` float64 failure probability of ``(N, K)`` network probabilities (K steps).
+
+        The state is kept as ``(gates, N)`` float32 rows and every step is elementwise (no
+        matrix product: the recurrence's ``H`` terms are summed one by one), so a row's result
+        is the same bits in any batch.  The output's sigmoid is float64.
+        """
+        p = np.asarray(probs, dtype=float)
+        if p.ndim != 2:
+            raise ValueError(f"probs must be (N, networks), got shape {p.shape}")
+        steps = np.ascontiguousarray(p.T, dtype=np.float32)      # (K, N)
+        n_hidden = self.hidden_weight.shape[1]
+        h = np.zeros((n_hidden, len(p)), np.float32)
+        c = np.zeros_like(h)
+        gates = np.empty((4 * n_hidden, len(p)), np.float32)
+        term = np.empty_like(gates)
+        i, f, g, o = (gates[k * n_hidden:(k + 1) * n_hidden] for k in range(4))
+        for x in steps:
+            np.multiply(self.input_weight, x, out=gates)
+            gates += self.bias
+            for j in range(n_hidden):
+                np.multiply(self.hidden_weight[:, j:j + 1], h[j], out=term)
+                gates += term
+            np.tanh(gates, out=gates)
+            for sigmoid in (i, f, o):   # (1 + tanh(x / 2)) / 2
+                sigmoid *= 0.5
+                sigmoid += 0.5
+            c *= f
+            i *= g
+            c += i
+            h = np.tanh(c)
+            h *= o
+        hidden = h.astype(float)
+        logit = self.logit_bias + sum(w * row for w, row in zip(self.logit_weight, hidden))
+        return 1.0 / (1.0 + np.exp(-logit))
 
 
 def choose_threshold(y_true, scores, target_fpr: float | None = None, sample_weight=None,
