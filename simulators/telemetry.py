@@ -630,9 +630,7 @@ def _spare_failure(seed: int, profile: str, sched: dict[str, np.ndarray], n_node
     strength, step, power = (rng.uniform(*r) for r in (p.precursor_strength, p.precursor_step, p.precursor_power))
     precursor = {"start": f - lead, "end": f, "node": node, "kind": "psu", "family": "psu", "leads_to_failure": 1,
                  "strength": strength, "step": step, "power": power}
-    t = f + rng.uniform(*SLURM_DETECT_S)
-    event = {"node": node, "start": t, "end": float(repaired) if repaired < duration_s else None, "state": "DOWN*",
-             "reason": "Not responding", "user": "slurm(64030)", "failure": True}
+    event = _down_event(node, f + rng.uniform(*SLURM_DETECT_S), repaired, duration_s)
     order = np.argsort(np.append(sched["fail"], f), kind="stable")
     both = {k: np.append(sched[k], v)[order] for k, v in (("node", node), ("fail", f), ("repaired", repaired))}
     return both, precursor, event
@@ -1171,6 +1169,13 @@ BENIGN_EVENTS = (("DRAIN", "kernel upgrade", "root(0)"), ("DRAIN", "Reboot ASAP"
                  ("DRAIN", "Kill task failed", "slurm(64030)"), ("DRAIN", "firmware update", "root(0)"))
 
 
+def _down_event(node: int, start: float, repaired: float, duration_s: float) -> dict:
+    """Slurm's ``DOWN*`` event of a failed node, noticed at ``start``, ended when it is repaired (``None``: still
+    down at the window's end)."""
+    return {"node": node, "start": start, "end": repaired if repaired < duration_s else None, "state": "DOWN*",
+            "reason": "Not responding", "user": "slurm(64030)", "failure": True}
+
+
 def slurm_node_events(seed: int, profile: str, sched: dict[str, np.ndarray], n_nodes: int,
                       duration_s: float) -> list[dict]:
     """The node events slurmdbd records (``sacctmgr show event``) for a failure schedule.
@@ -1193,8 +1198,7 @@ def slurm_node_events(seed: int, profile: str, sched: dict[str, np.ndarray], n_n
         t = float(f) + rng.uniform(*SLURM_DETECT_S)
         if r <= 0.0 or t >= duration_s:
             continue
-        events.append({"node": int(n), "start": t, "end": float(r) if r < duration_s else None, "state": "DOWN*",
-                       "reason": "Not responding", "user": "slurm(64030)", "failure": True})
+        events.append(_down_event(int(n), t, float(r), duration_s))
     for _ in range(rng.poisson(BENIGN_EVENTS_PER_NODE_DAY * n_nodes * duration_s / 86400.0)):
         state, reason, user = BENIGN_EVENTS[int(rng.integers(len(BENIGN_EVENTS)))]
         t0 = rng.uniform(0.0, duration_s)

@@ -70,4 +70,3 @@ def test_standby_replicas_reach_faust(tmp_path):
         app = create_app(Pipeline(settings=s, topics=TopicNames.from_settings(s.topics), roles=frozenset({"windows"}),
                                   outbox=[]))
         assert app.conf.table_standby_replicas == n
-

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from hpcguard.models.failure.ensemble import FailureEnsemble
-from hpcguard.models.failure.networks import LEAD_MINUTES, LeadNetwork, make_networks, stacked_failure_probabilities
+from hpcguard.models.failure.networks import LEAD_MINUTES, LeadNetwork, StackedNetworks, make_networks
 
 torch.set_num_threads(1)
 
@@ -30,16 +30,17 @@ def test_six_networks_have_their_own_initialisation_and_leads():
 
 def test_stacked_inference_equals_per_network_inference():
     nets = make_networks(seed=1)
+    stacked = StackedNetworks.from_networks(nets)
     x = torch.randn(7, 70)
     with torch.no_grad():
         per = torch.stack([n.failure_probability(x) for n in nets], dim=1).numpy()
-    assert np.allclose(stacked_failure_probabilities(nets, x.numpy()), per, atol=1e-6)
+    assert np.allclose(stacked.failure_probabilities(x.numpy()), per, atol=1e-6)
     x3 = torch.randn(7, 6, 70)
     with torch.no_grad():
         per3 = torch.stack([n.failure_probability(x3[:, i]) for i, n in enumerate(nets)], dim=1).numpy()
-    assert np.allclose(stacked_failure_probabilities(nets, x3.numpy()), per3, atol=1e-6)
+    assert np.allclose(stacked.failure_probabilities(x3.numpy()), per3, atol=1e-6)
     with pytest.raises(ValueError):
-        stacked_failure_probabilities(nets, np.zeros((7, 5, 70)))
+        stacked.failure_probabilities(np.zeros((7, 5, 70)))
 
 
 def test_a_rows_probabilities_do_not_depend_on_its_batch():

@@ -125,11 +125,3 @@ class StackedNetworks(NamedTuple):
             np.tanh(hidden, out=hidden)
             logits[start:start + n_rows] = (hidden @ self.logit_weight)[:n_rows]
         return 1.0 / (1.0 + np.exp(-(logits.astype(float) + self.logit_bias)))
-
-
-def stacked_failure_probabilities(nets: list[LeadNetwork], x: np.ndarray) -> np.ndarray:
-    """Failure probability of every network, ``(N, len(nets))`` float64: network ``i`` reads
-    ``x (N, 70)`` or ``x[:, i]`` of ``x (N, len(nets), 70)`` (:meth:`StackedNetworks.failure_probabilities`;
-    fuse the weights once with :meth:`StackedNetworks.from_networks` to call it repeatedly).
-    """
-    return StackedNetworks.from_networks(nets).failure_probabilities(x)
