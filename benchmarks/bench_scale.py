@@ -2,7 +2,7 @@
 paced at 1× real time, through W worker processes, with the processes' resources sampled.
 
     .venv/bin/python benchmarks/bench_scale.py [--nodes 1000,4000] [--minutes 20] [--workers 1,2]
-        [--detector ensemble|baseline] [--speed 1] [--out benchmarks/results/bench_scale.json]
+        [--detector ensemble|baseline] [--speed 1] [--kill-at-min M] [--out benchmarks/results/bench_scale.json]
 
 A thin wrapper around what ``benchmarks/bench_pipeline.py`` runs (:func:`run_demo` on an
 :class:`EmbeddedBroker`: the demo's simulated cluster, PFS scenario and worker processes, replayed
@@ -22,6 +22,11 @@ count, and training one on the benchmark's own size would take longer than the r
   ``--warmup-s`` (counted from the replay's start), and the prediction latency per minute of the run
   (the lag in time: it grows when the workers fall behind).
 
+``--kill-at-min M``: M minutes into the replay the first worker is killed (-9, its process group) and the
+pipeline's supervisor starts it again on the same data directory, as systemd would; the run then reports
+``worker_restart``: the p99 latency before the kill, when the first sample sent after the kill was predicted,
+and when the latency came back (``restart_recovery``).
+
 One JSON per (nodes, workers) and a PNG of lag and latency over time go to ``--out``'s folder.
 """
 from __future__ import annotations
@@ -30,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import threading
 import time
 from pathlib import Path
@@ -102,6 +108,10 @@ class Sampler(threading.Thread):
         self.stop_evt = threading.Event()
         self._consumer = None
         self.hooks: "Hooks | None" = None
+        # per metrics port: records consumed by the worker's earlier lives (a kill restarts it on the same port;
+        # records between its last commit and the kill are counted twice, so the lag reads a little low after it)
+        self._base: dict[int, float] = {}
+        self._last: dict[int, float] = {}
 
     def snapshot(self, lag: bool = True) -> dict:
         row: dict = {"t": time.time(), "load_avg": os.getloadavg(), "workers": {}, "broker": None,
@@ -129,7 +139,11 @@ class Sampler(threading.Thread):
         try:
             consumed = 0.0
             for port in ports:
-                consumed += sum(v for t, v in scrape_counters(port)["in"].items() if t in self.raw)
+                now = sum(v for t, v in scrape_counters(port)["in"].items() if t in self.raw)
+                if now < self._last.get(port, 0.0):  # a restarted worker (same port) counts from 0 again
+                    self._base[port] = self._base.get(port, 0.0) + self._last[port]
+                self._last[port] = now
+                consumed += self._base.get(port, 0.0) + now
             if self._consumer is None:
                 from kafka import KafkaConsumer
 
@@ -169,6 +183,7 @@ class Hooks:
         self.sampler: Sampler | None = None
         self.slurm_topic = TopicNames.from_settings(Settings().topics).raw_slurm
         self.sent = 0  # raw records the replay handed to its producer so far
+        self.replay_started: float | None = None
         self._sim, self._replay, self._iter = telemetry_mod.simulate_telemetry, replay_mod.replay, replay_mod.iter_recorded
 
     def __enter__(self):
@@ -183,6 +198,7 @@ class Hooks:
             return s
 
         def replay(*a, **kw):
+            self.replay_started = time.time()
             before = self.sampler.snapshot(lag=False) if self.sampler else None
             report = self._replay(*a, **kw)
             after = self.sampler.snapshot(lag=False) if self.sampler else None
@@ -202,6 +218,58 @@ class Hooks:
     def __exit__(self, *exc):
         telemetry_mod.simulate_telemetry, replay_mod.replay = self._sim, self._replay
         replay_mod.iter_recorded = self._iter
+
+
+# --- a worker's kill -9 and restart at size ---------------------------------------------------------------------
+
+class Killer(threading.Thread):
+    """``after_s`` into the replay, kill -9 the first worker's process group (the pipeline's supervisor starts it
+    again on the same data directory and port); ``killed_at`` is when."""
+
+    def __init__(self, hooks: "Hooks", sampler: "Sampler", after_s: float):
+        super().__init__(daemon=True, name="worker-killer")
+        self.hooks, self.sampler, self.after_s = hooks, sampler, after_s
+        self.killed_at: float | None = None
+        self.stop_evt = threading.Event()
+
+    def run(self) -> None:
+        while self.hooks.replay_started is None:
+            if self.stop_evt.wait(0.5):
+                return
+        if self.stop_evt.wait(max(0.0, self.hooks.replay_started + self.after_s - time.time())):
+            return
+        pids = sorted(self.sampler.snapshot(lag=False)["workers"])
+        if pids:
+            os.killpg(os.getpgid(pids[0]), signal.SIGKILL)
+            self.killed_at = time.time()
+
+
+def restart_recovery(predictions: list[tuple[dict, int]], killed_at: float | None, restarts: list,
+                     bucket_s: float = 10.0) -> dict:
+    """How long a kill -9 and restart held the predictions back: the p99 sample→prediction latency of the 3 min
+    before the kill; when the first sample that arrived after the kill was predicted; and when the latency came back
+    for good (the end of the last ``bucket_s`` bucket of publish time after the kill whose p99 was over
+    max(2 × that p99, that p99 + 1 s))."""
+    if killed_at is None:
+        return {"killed": False}
+    before = [ts / 1000.0 - r["ingest_time"] for r, ts in predictions
+              if r.get("ingest_time") and killed_at - 180.0 <= r["ingest_time"] < killed_at]
+    p99 = float(np.percentile(before, 99)) if before else None
+    bound = max(2 * p99, p99 + 1.0) if p99 is not None else None
+    after = sorted((ts / 1000.0, ts / 1000.0 - r["ingest_time"], r["ingest_time"]) for r, ts in predictions
+                   if r.get("ingest_time") and ts / 1000.0 > killed_at)
+    fresh = [t for t, _, ingested in after if ingested >= killed_at]
+    buckets: dict[int, list[float]] = {}
+    for t, latency, _ in after:
+        buckets.setdefault(int((t - killed_at) // bucket_s), []).append(latency)
+    slow = [b for b, v in buckets.items() if bound is not None and np.percentile(v, 99) > bound]
+    return {"killed": True, "killed_at": killed_at, "restarts": [{"at_s": round(t - killed_at, 1), "worker": i,
+                                                                   "status": rc} for t, i, rc in restarts],
+            "p99_before_s": round(p99, 2) if p99 is not None else None,
+            "first_fresh_prediction_s": round(fresh[0] - killed_at, 1) if fresh else None,
+            "latency_back_s": round((max(slow) + 1) * bucket_s, 1) if slow else 0.0,
+            "p99_per_bucket_after": [{"t_s": b * bucket_s, "p99_s": round(float(np.percentile(v, 99)), 2),
+                                      "n": len(v)} for b, v in sorted(buckets.items())][:60]}
 
 
 # --- one run ---------------------------------------------------------------------------------------------------
@@ -262,14 +330,20 @@ def run_one(nodes: int, minutes: float, workers: int, args, model_dir: str, out_
         sampler = Sampler(broker.process.pid, k, topics, args.sample_s)
         hooks.sampler, sampler.hooks = sampler, hooks
         sampler.start()
+        killer = Killer(hooks, sampler, args.kill_at_min * 60.0) if args.kill_at_min else None
+        if killer:
+            killer.start()
         t0 = time.time()
         try:
             summary = run_demo(DemoConfig(nodes=nodes, hours=minutes / 60.0, seed=args.seed, speed=args.speed,
                                           detector=args.detector, model=model_dir, bootstrap=broker.bootstrap,
                                           quiet=not args.verbose, workers=workers, offline=False,
-                                          workdir=str(workdir), timeout_s=args.drain_timeout_s))
+                                          workdir=str(workdir), timeout_s=args.drain_timeout_s,
+                                          restart_workers=bool(killer)))
         finally:
             sampler.stop()
+            if killer:
+                killer.stop_evt.set()
         result["wall_s"] = round(time.time() - t0, 1)
         predictions = read_topic(k, topics.predictions)
         actions = read_topic(k, topics.actions)
@@ -301,6 +375,8 @@ def run_one(nodes: int, minutes: float, workers: int, args, model_dir: str, out_
                             f"sample_to_prediction_after_{args.warmup_s:.0f}s": percentiles([v for _, v in pred_w]),
                             "sample_to_action": percentiles([v for _, v in act]),
                             f"sample_to_action_after_{args.warmup_s:.0f}s": percentiles([v for _, v in act_w])}
+    if killer:
+        result["worker_restart"] = restart_recovery(predictions, killer.killed_at, summary.get("worker_restarts", []))
     per_min: dict[int, list[float]] = {}
     for t, v in pred:
         per_min.setdefault(int((t - start) // 60), []).append(v)
@@ -401,6 +477,8 @@ def main() -> None:
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--workdir", default=None, help="parent of the runs' work directories (default /tmp)")
     ap.add_argument("--out", default="benchmarks/results/bench_scale.json", help="summary of all runs")
+    ap.add_argument("--kill-at-min", type=float, default=None,
+                    help="kill -9 the first worker this far into the replay; it is restarted (recovery time reported)")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 

@@ -53,6 +53,7 @@ class DemoConfig:
     # the evaluation cluster's workload (simulate_telemetry's TelemetryParams): long jobs that failures hit while
     # running, and room left for a spare node, so every action of the policy has a job to protect
     workload: dict | None = None
+    restart_workers: bool = False  # a worker that exits is started again, as a supervisor would (benchmarks' kills)
 
 
 #: the demo's workload: a busy cluster (jobs submitted at its full capacity, so at times a queue waits behind the
@@ -222,10 +223,12 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
             env["HPCGUARD_INFLUX__URL"] = cfg.influx
             env["HPCGUARD_INFLUX__VERSION"] = str(cfg.influx_version)
         run = run_pipeline(settings, data_dir, model_dir, workdir, cfg.workers, cfg.speed, env, cfg.quiet,
-                           cfg.timeout_s, cfg.metrics_port, settle=True, preload=cfg.preload)
+                           cfg.timeout_s, cfg.metrics_port, settle=True, preload=cfg.preload,
+                           restart_workers=cfg.restart_workers)
         summary = build_summary(k, run["topics"], data_dir, broker_desc, cfg, run["counters"], run["replayed"],
                                 run["elapsed"])
         summary["model_dir"], summary["model_from_cache"] = model_dir, from_cache
+        summary["worker_restarts"] = run["restarts"]
         summary["false_alarm_budget"] = budget  # per 100 node-days; 0: the model's own threshold
         summary["savings"] = demo_savings(data_dir, [a for a, _ in read_topic(k, run["topics"].actions)], settings,
                                           workdir)

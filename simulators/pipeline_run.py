@@ -14,10 +14,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from hpcguard.settings import KafkaSettings, Settings
 from hpcguard.streams.topics import TopicNames
@@ -62,17 +63,20 @@ def start_workers(n: int, settings: Settings, model_dir: str, workdir: Path, env
     e.g. ``--shadow``); returns (process, metrics port) pairs."""
     from hpcguard.connectors.broker import free_port
 
-    out = []
-    for i in range(n):
-        port = first_port if (i == 0 and first_port) else free_port()  # followed through its counters
-        argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", settings.kafka.bootstrap,
-                "--model", model_dir, "--app-id", settings.worker.app_id,
-                "--data-dir", f"{settings.worker.data_dir}-{i}", "--audit-log", settings.adapter.audit_log,
-                "--adapter", "dry-run", "--metrics-port", str(port), *worker_args]
-        log = open(workdir / f"worker-{i}.log", "ab")
-        out.append((subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True),
-                    port))
-    return out
+    return [start_worker(i, settings, model_dir, workdir, env,
+                         first_port if (i == 0 and first_port) else free_port(),  # followed through its counters
+                         worker_args) for i in range(n)]
+
+
+def start_worker(i: int, settings: Settings, model_dir: str, workdir: Path, env: dict[str, str], port: int,
+                 worker_args: Sequence[str] = ()) -> tuple:
+    """Worker ``i`` (its own data directory and log; the same again when it is restarted)."""
+    argv = [sys.executable, "-m", "hpcguard", "worker", "--bootstrap", settings.kafka.bootstrap,
+            "--model", model_dir, "--app-id", settings.worker.app_id,
+            "--data-dir", f"{settings.worker.data_dir}-{i}", "--audit-log", settings.adapter.audit_log,
+            "--adapter", "dry-run", "--metrics-port", str(port), *worker_args]
+    log = open(workdir / f"worker-{i}.log", "ab")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True), port
 
 
 def stop_workers(workers: list[tuple]) -> None:
@@ -92,7 +96,7 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
                  speed: float | None = None, env: dict[str, str] | None = None, quiet: bool = False,
                  timeout_s: float = 600.0, metrics_port: int | None = None,
                  groups: list[list[str]] | None = None, settle: bool = False,
-                 preload: bool = False, worker_args: Sequence[str] = ()) -> dict[str, Any]:
+                 preload: bool = False, worker_args: Sequence[str] = (), restart_workers: bool = False) -> dict[str, Any]:
     """Replay ``data_dir`` through ``workers`` worker processes on ``settings.kafka`` and wait
     until they drained it. Returns the worker counters, replayed count and elapsed seconds.
 
@@ -102,6 +106,8 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
     after draining, wait ``worker.idle_s`` for the sources that went quiet (failed nodes)
     to go idle, so their last steps and IO windows close too.  ``preload``: replay everything
     first and start the workers after, so they drain a backlog (what a bare consumer is timed on).
+    ``restart_workers``: a worker that exits (a benchmark's kill -9) is started again with the same options
+    and data directory, as a supervisor would, instead of failing the run.
     """
     from hpcguard.connectors.kafka import ensure_topics
     from hpcguard.connectors.replay import replay
@@ -124,7 +130,11 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
     if preload:
         replay_all()
     procs = start_workers(workers, settings, model_dir, workdir, env, metrics_port, worker_args)
+    supervisor = Supervisor(procs, lambda i: start_worker(i, settings, model_dir, workdir, env, procs[i][1],
+                                                          worker_args)) if restart_workers else None
     try:
+        if supervisor:
+            supervisor.start()
         if not quiet:
             from rich.console import Console
 
@@ -138,18 +148,66 @@ def run_pipeline(settings: Settings, data_dir: Path, model_dir: str, workdir: Pa
         if not preload:
             replay_all()
         replayed = int(sum(published.values()))
-        drained_at, counters = wait_for_drain(procs, topics, dict(published), timeout_s)
+        drained_at, counters = wait_for_drain(procs, topics, dict(published), timeout_s, supervisor=supervisor)
         if settle:
             # the last steps and IO windows close by processing-time idleness once the replay stopped: wait until
             # every worker reports no live source (then every window the data allows is out), bounded
             idle_s = float(env.get("HPCGUARD_WORKER__IDLE_S") or settings.worker.idle_s)
-            counters = wait_for_drain(procs, topics, dict(published), timeout_s, idle_within=2 * idle_s + 30.0)[1]
+            counters = wait_for_drain(procs, topics, dict(published), timeout_s, idle_within=2 * idle_s + 30.0,
+                                      supervisor=supervisor)[1]
         # throughput counts from the workers' first output, so their start-up is not charged to the pipeline
         first_out = first_timestamp(k, [topics.samples_io, topics.samples_os, topics.samples_ipmi])
         elapsed = drained_at - max(started, first_out or started)
-        return {"counters": counters, "replayed": replayed, "elapsed": elapsed, "topics": topics}
+        return {"counters": counters, "replayed": replayed, "elapsed": elapsed, "topics": topics,
+                "restarts": list(supervisor.restarts) if supervisor else []}
     finally:
+        if supervisor:
+            supervisor.stop()
         stop_workers(procs)
+
+
+class Supervisor(threading.Thread):
+    """Restarts a worker that exits (``restart(i)`` replaces ``workers[i]``), as systemd's ``Restart=always``
+    would, and keeps the counters each worker reported last before it died, so a drain check still sees
+    what it consumed (a restart reads some records again: consumed counts may exceed produced ones, never
+    fall short).  ``restarts``: (wall time, worker, exit status) of each restart."""
+
+    def __init__(self, workers: list[tuple], restart: Callable[[int], tuple], every_s: float = 0.5):
+        super().__init__(daemon=True, name="worker-supervisor")
+        self.workers, self.restart, self.every_s = workers, restart, every_s
+        self.restarts: list[tuple[float, int, int]] = []
+        self.seen: dict[int, dict[str, dict[str, float]]] = {}  # worker → its counters when last scraped
+        self.carried: dict[str, dict[str, float]] = {}
+        self.lock = threading.Lock()
+        self.stop_evt = threading.Event()
+
+    def run(self) -> None:
+        import requests
+
+        while not self.stop_evt.wait(self.every_s):
+            for i, (proc, port) in enumerate(list(self.workers)):
+                if proc.poll() is None:
+                    try:
+                        self.seen[i] = scrape_counters(port)
+                    except requests.RequestException:
+                        pass
+                    continue
+                with self.lock:
+                    for side, per_topic in self.seen.pop(i, {}).items():
+                        if side != "live":
+                            mine = self.carried.setdefault(side, {})
+                            for t, v in per_topic.items():
+                                mine[t] = mine.get(t, 0.0) + v
+                self.restarts.append((time.time(), i, proc.returncode))
+                self.workers[i] = self.restart(i)
+
+    def carried_counters(self) -> dict[str, dict[str, float]]:
+        with self.lock:
+            return {side: dict(v) for side, v in self.carried.items()}
+
+    def stop(self) -> None:
+        self.stop_evt.set()
+        self.join(10)
 
 
 def scrape_counters(port: int) -> dict[str, dict[str, float]]:
@@ -216,11 +274,13 @@ def drained(counters: dict[str, dict[str, float]], topics: TopicNames, published
 
 
 def wait_for_drain(workers: list[tuple], topics: TopicNames, published: dict[str, int],
-                    timeout_s: float, idle_within: float | None = None) -> tuple[float, dict[str, dict[str, float]]]:
+                    timeout_s: float, idle_within: float | None = None,
+                    supervisor: "Supervisor | None" = None) -> tuple[float, dict[str, dict[str, float]]]:
     """Wait until the workers (summed counters) consumed everything and their outputs stopped changing.
 
     ``idle_within``: also wait, at most that many seconds, until no worker reports a live source
-    (``hpcguard_live_sources``), i.e. every source went idle and the windows it held back closed."""
+    (``hpcguard_live_sources``), i.e. every source went idle and the windows it held back closed.
+    ``supervisor``: it restarts a worker that exits, and its counters so far count on; else an exit is an error."""
     import requests
 
     deadline = time.monotonic() + timeout_s
@@ -229,20 +289,19 @@ def wait_for_drain(workers: list[tuple], topics: TopicNames, published: dict[str
     last_change = time.time()
     while time.monotonic() < deadline:
         for proc, _ in workers:
-            if proc.poll() is not None:
+            if proc.poll() is not None and supervisor is None:
                 raise RuntimeError(f"a worker exited with status {proc.returncode}; see its log in the workdir")
         time.sleep(1.0)
         counters: dict[str, dict[str, float]] = {"in": {}, "out": {}, "samples": {}, "live": {}}
+        for side, per_topic in (supervisor.carried_counters() if supervisor else {}).items():
+            counters[side].update(per_topic)
         try:
-            for _, port in workers:
+            for _, port in list(workers):
                 for side, per_topic in scrape_counters(port).items():
                     for t, v in per_topic.items():
                         counters[side][t] = counters[side].get(t, 0.0) + v
         except requests.RequestException:
             continue  # a worker is still starting
-        if {k: counters[k] for k in ("in", "out")} != {k: (last or {}).get(k) for k in ("in", "out")}:
-            last, last_change = counters, time.time()
-            continue
         live = sum(counters.get("live", {}).values())
         if drained(counters, topics, published) and (idle_by is None or live == 0 or time.monotonic() > idle_by):
             return last_change, counters

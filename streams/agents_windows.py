@@ -44,7 +44,7 @@ from hpcguard.models.features import CANONICAL_SENSORS, memory_in_use
 from hpcguard.models.grid import NodeGrid
 from hpcguard.streams import metrics
 from hpcguard.streams.decisions import budget_for
-from hpcguard.streams.delta_log import DeltaLog
+from hpcguard.streams.delta_log import DeltaLog, PartitionDeltaLog
 from hpcguard.streams.liveness import backlogged
 from hpcguard.streams.output_log import OutputLog, deliver
 from hpcguard.streams.topics import out
@@ -53,6 +53,7 @@ BATCH, WITHIN_S = 2000, 0.2  # per-batch work (grid changelog writes, backlog ch
 # a budget's state holds every node's recent votes: snapshot it when an epoch starts (so that replaying its deltas
 # never starts one: what an epoch start finds depends on the grids then), else rarely
 BUDGET_SNAPSHOT_EVERY = 4096
+GRIDS_PREFIX = "~grids~"  # the node grids' per-partition deltas in the table (node names cannot start with ~)
 
 
 def register(app: faust.App) -> None:
@@ -67,7 +68,8 @@ def register(app: faust.App) -> None:
     applied: dict[str, dict[str, int]] = {}  # node → input topic → newest offset its grid holds
     partition_of: dict[str, int] = {}  # node → input partition (= its changelog partition)
     emitted: dict[str, float] = {}  # node → newest prediction time published
-    changelog = DeltaLog(hpc.tables.grids)  # per node and batch: what changed, with the input offsets
+    # per partition and batch: what the batch changed in each node's grid, with the input offsets it holds
+    changelog = PartitionDeltaLog(hpc.tables.grids, GRIDS_PREFIX)
     predictions, cluster_topic, labels_topic = out(app, "predictions"), out(app, "cluster"), out(app, "labels")
     outputs = OutputLog(app, hpc.tables.grids, hpc.names.predictions)
     sources = tuple(w.grid_sources)
@@ -90,12 +92,13 @@ def register(app: faust.App) -> None:
         backlog = backlogged(app, inputs)
         return {s for s in sources if (inputs[0] if s == "ipmi" else inputs[1]) in backlog}
 
-    def grid_of(node: str) -> NodeGrid:
+    def grid_of(node: str, partition: int) -> NodeGrid:
         g = grids.get(node)
         if g is None:
             g = grids[node] = NodeGrid(w.grid_s, window_steps, w.lateness_s, idle_s=w.idle_s, keep_steps=history,
                                        sources=sources, poll_tolerance_s=w.poll_tolerance_s)
-            state, deltas = changelog.load(node)  # recovered from the changelog after a restart
+            partition_of[node] = partition
+            state, deltas = changelog.load(partition, node)  # recovered from the changelog after a restart
             if state:
                 g.load_state(state)
             for delta in deltas:
@@ -113,12 +116,13 @@ def register(app: faust.App) -> None:
                 for node, t, score in delta["judged"]:
                     budget.observe(node, t, math.nan if score is None else score)
             budget.take_labels()  # published before their votes reached the changelog
-            budget.held_until = held_until
+            budget.held_until = held_until(partition)
             budgets[partition] = budget
         return budget
 
-    def held_until(node: str) -> float | None:
-        return grid_of(node).held_until()  # after a restart: as the changelog left the node's grid
+    def held_until(partition: int):
+        # after a restart: as the changelog left the node's grid
+        return lambda node: grid_of(node, partition).held_until()
 
     def judge_vote(partition: int, node: str, t: float, score: float | None) -> tuple[bool, dict]:
         """Warn or not under the partition's budget; the ``detail.budget`` the prediction carries."""
@@ -198,17 +202,21 @@ def register(app: faust.App) -> None:
             await deliver(app, labels_topic, [(label["node"], label) for p in sorted(budgets)
                                               for label in label_records(p, budgets[p].take_labels())])
 
-    def grid_record(node: str, whole: bool) -> dict:
+    def grid_record(partition: int, node: str, whole: bool) -> dict:
         """What the node's grid changed since its last record (or all of it), with the input offsets it holds."""
-        g = grids[node]
+        g = grid_of(node, partition)  # a snapshot may be due for a node not read since a restart
         delta = g.take_delta()  # a snapshot holds the changes too: they start again from it
         return {**(g.to_state() if whole else delta), "applied": dict(applied[node])}  # a copy: table.data keeps it
 
     def persist(nodes) -> None:
         """The nodes' grid changes (with their input offsets) and the budgets' judged votes, then their
         partitions' marks, to the changelog."""
+        by_partition: dict[int, list[str]] = {}
         for node in nodes:
-            changelog.write(partition_of[node], node, lambda whole, node=node: grid_record(node, whole))
+            by_partition.setdefault(partition_of[node], []).append(node)
+        for partition, members in sorted(by_partition.items()):
+            changelog.write(partition, sorted(members),
+                            lambda node, whole, p=partition: grid_record(p, node, whole))
         for partition, votes in judged.items():
             budget_log.write(partition, f"~budget~{partition}", lambda whole, p=partition, votes=votes:
                              {"state": budgets[p].to_state()} if whole else {"judged": votes},
@@ -262,8 +270,7 @@ def register(app: faust.App) -> None:
     def take_sample(sample: dict, ev, before: dict[str, int], now: float, hold: set[str], touched: set[str]) -> list:
         """Add one sample of record ``ev`` to its node's grid; the closed steps ready to predict."""
         source, offset, node = ev.message.topic, ev.message.offset, sample["node"]
-        grid = grid_of(node)
-        partition_of[node] = ev.message.partition
+        grid = grid_of(node, ev.message.partition)
         if offset <= before.setdefault(node, applied[node].get(source, -1)):
             return []  # redelivered after a restart: the recovered grid holds it already
         applied[node][source] = offset

@@ -278,11 +278,11 @@ def test_io_windows_close_by_event_time_and_late_samples_are_dead_lettered(tmp_p
 
 
 def test_windows_resume_from_their_changelog_deltas_as_if_never_stopped(tmp_path, monkeypatch):
-    """A worker restarted from the node-grids table (snapshots + per-batch deltas) predicts what one
-    uninterrupted worker does; the deltas a snapshot absorbed are deleted."""
+    """A worker restarted from the node-grids table (per-node snapshots + per-partition batch deltas) predicts
+    what one uninterrupted worker does; old batches are deleted in `tests/test_partition_delta_log.py`."""
     from hpcguard.streams import delta_log
 
-    monkeypatch.setattr(delta_log, "SNAPSHOT_EVERY", 3)
+    monkeypatch.setattr(delta_log, "SNAPSHOT_EVERY", 4)
     model = load_predictor(baseline_model(tmp_path / "m"))
     recs = [sample(n, T0 + 15 * k + (3 if n == "n2" else 0), fan_rpm=5000 + 40 * k) for k in range(40)
             for n in ("n1", "n2")]
@@ -307,8 +307,9 @@ def test_windows_resume_from_their_changelog_deltas_as_if_never_stopped(tmp_path
     first, box1 = make_app(tmp_path / "b", {"windows"}, model)
     asyncio.run(in_batches(first, recs[:50]))
     table = dict(first.hpc.tables.grids.data)
-    assert any("@" in k for k in table) and {"n1", "n2"} <= set(table)  # deltas and snapshots
-    assert all(int(k.split("@")[1]) > table[k.split("@")[0]]["seq"] for k in table if "@" in k)  # absorbed: gone
+    batches = sorted(int(k.split("@")[1].split(":")[0]) for k in table if k.startswith("~grids~0@"))
+    assert {"n1", "n2"} <= set(table) and all("batch" in table[n] for n in ("n1", "n2"))  # snapshots
+    assert batches == list(range(1, batches[-1] + 1))  # a delta record per batch (none old enough to go yet)
     second, box2 = make_app(tmp_path / "c", {"windows"}, model)
     second.hpc.tables.grids.data.update(table)  # what a restart recovers from the changelog
     asyncio.run(in_batches(second, recs[50:], first_offset=50))
