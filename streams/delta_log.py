@@ -100,16 +100,19 @@ class PartitionDeltaLog:
 
     * its deltas, ``<prefix><p>@<k>:<i>`` = ``{"entities": {entity: delta}}``, ``part_size`` entities per
       record (part ``0`` always, even empty, so the newest batch number is always in the table);
-    * the whole state, under ``<entity>`` with ``batch`` = k, of each entity that has ``every/2 … every − 1``
-      deltas since its snapshot (staggered by the entity's name, so entities touched alike are not all
-      written in one batch), or whose oldest such delta is ``max_age − 1`` batches old (touched by this
-      batch or not);
-    * tombstones for the batches ``max_age`` or more old: every entity named in them has a newer snapshot.
+    * the whole state, under ``<entity>`` with ``batch`` = k, of each entity touched that has
+      ``every/2 … every − 1`` deltas since its snapshot (staggered by the entity's name, so entities
+      touched alike are not all written in one batch), and of each entity, touched or not, whose oldest
+      such delta is ``max_age − 1`` batches old (a node gone quiet);
+    * a tombstone for each earlier record whose entities all have a newer snapshot (or that is empty), and
+      for each record ``max_age`` or more batches old.
 
-    Each entity's entry holds what it needs on its own (the grid's input offsets), so a kill between two
-    records loses nothing: an entry not written is redelivered input.  Loading an entity takes its
-    snapshot and its entries in the later batches, in order.  A snapshot without ``batch`` (the
-    per-entity :class:`DeltaLog`'s format) is not read: the entity starts empty.
+    So an entity is written whole about as often as with one record per entity and batch
+    (:class:`DeltaLog`), and the table keeps about as much.  Each entity's entry holds what it needs on
+    its own (the grid's input offsets), so a kill between two records loses nothing: an entry not
+    written is redelivered input.  Loading an entity takes its snapshot and its entries in the later
+    batches, in order.  A snapshot without ``batch`` (:class:`DeltaLog`'s format) is not read: the
+    entity starts empty.
 
     Example
     -------
@@ -124,8 +127,10 @@ class PartitionDeltaLog:
     ...               lambda e, whole: {"n": state[e], "whole": whole})
     >>> [k for k, v in sent if v is not None][:3]      # one record per batch while no snapshot is due
     ['~g~0@1:0', '~g~0@2:0', '~g~0@3:0']
+    >>> sorted(k for k in table.data if k.startswith("~g~"))   # the records a snapshot has not absorbed
+    ['~g~0@7:0', '~g~0@8:0']
     >>> reloaded = PartitionDeltaLog(table, "~g~")
-    >>> reloaded.load(0, "a")[1][-1]["n"], reloaded.load(0, "b")   # b: one delta, snapshotted before its batch went
+    >>> reloaded.load(0, "a")[1][-1]["n"], reloaded.load(0, "b")   # b: one delta, snapshotted before it went
     (8, ({'n': 0, 'whole': True, 'batch': 6}, []))
     """
 
@@ -137,6 +142,7 @@ class PartitionDeltaLog:
         self.head: dict[int, int] = {}  # partition → newest batch written
         # partition → entity → (batch, part) of each of its deltas since its snapshot, oldest first
         self.entries: dict[int, dict[str, list[tuple[int, int]]]] = {}
+        self.live: dict[int, dict[tuple[int, int], int]] = {}  # partition → record → its entries not absorbed
 
     def key(self, partition: int, batch: int, part: int) -> str:
         return f"{self.prefix}{partition}@{batch}:{part}"
@@ -146,7 +152,7 @@ class PartitionDeltaLog:
         return state if isinstance(state, dict) and "batch" in state else None
 
     def _index(self, partition: int) -> dict[int, list[int]]:
-        """The partition's batches in the table and each entity's deltas a snapshot has not absorbed yet (read
+        """The partition's records in the table and each entity's entries a snapshot has not absorbed yet (read
         once after a start or a rebalance)."""
         batches = self.batches.get(partition)
         if batches is None:
@@ -158,14 +164,17 @@ class PartitionDeltaLog:
                     batches.setdefault(int(batch), []).append(int(part))
             self.head[partition] = max(batches, default=0)
             entries = self.entries[partition] = {}
+            live = self.live[partition] = {}
             since: dict[str, int] = {}
             for batch in sorted(batches):
                 for part in sorted(batches[batch]):
+                    live[batch, part] = 0
                     for entity in self.table.data[self.key(partition, batch, part)]["entities"]:
                         if entity not in since:
                             since[entity] = int((self.snapshot(entity) or {}).get("batch", 0))
                         if batch > since[entity]:
                             entries.setdefault(entity, []).append((batch, part))
+                            live[batch, part] += 1
         return batches
 
     def load(self, partition: int, entity: str) -> tuple[dict | None, list[dict]]:
@@ -184,9 +193,9 @@ class PartitionDeltaLog:
         record, for each entity touched, ``record(entity, True)``, its whole state, for each entity whose
         snapshot is due (called once per entity either way)."""
         batches = self._index(partition)
-        entries = self.entries[partition]
+        entries, live = self.entries[partition], self.live[partition]
         batch = self.head[partition] = self.head[partition] + 1
-        max_age = self.max_age or 16 * (self.every or SNAPSHOT_EVERY)
+        max_age = self.max_age or 256 * (self.every or SNAPSHOT_EVERY)
         touched = list(dict.fromkeys(entities))
         whole = {e for e in touched if self.due(e, len(entries.get(e, ())) + 1)}
         for entity, mine in entries.items():  # oldest first (an entity enters at its first delta after a snapshot)
@@ -198,14 +207,27 @@ class PartitionDeltaLog:
         chunks = [names[i:i + self.part_size] for i in range(0, len(names), self.part_size)] or [[]]
         for part, chunk in enumerate(chunks):  # deltas first: a snapshot's batch is always in the table
             self.store(partition, self.key(partition, batch, part), {"entities": {e: deltas[e] for e in chunk}})
+            live[batch, part] = len(chunk)
             for entity in chunk:
                 entries.setdefault(entity, []).append((batch, part))
         batches[batch] = list(range(len(chunks)))
+        gone = []
         for entity in sorted(whole):
             self.store(partition, entity, {**record(entity, True), "batch": batch})
-            entries.pop(entity, None)
-        for old in [b for b in batches if b <= batch - max_age]:
-            for part in batches.pop(old):
+            for where in entries.pop(entity, ()):
+                live[where] -= 1
+                if live[where] == 0:
+                    gone.append(where)
+        if live.get((batch - 1, 0)) == 0:  # the last batch wrote no delta: its empty record held the number only
+            gone.append((batch - 1, 0))
+        gone += [(old, part) for old in batches if old <= batch - max_age for part in batches[old]]
+        for old, part in dict.fromkeys(gone):
+            parts = batches.get(old, [])
+            if part in parts:
+                parts.remove(part)
+                if not parts:
+                    del batches[old]
+                del live[old, part]
                 self.table.data.pop(self.key(partition, old, part), None)
                 self.table.send_changelog(partition, self.key(partition, old, part), None, value_serializer="raw")
 
@@ -214,6 +236,7 @@ class PartitionDeltaLog:
         self.batches.clear()
         self.head.clear()
         self.entries.clear()
+        self.live.clear()
 
     def store(self, partition: int, key: str, value: dict) -> None:
         self.table.data[key] = value

@@ -309,7 +309,7 @@ def test_windows_resume_from_their_changelog_deltas_as_if_never_stopped(tmp_path
     table = dict(first.hpc.tables.grids.data)
     batches = sorted(int(k.split("@")[1].split(":")[0]) for k in table if k.startswith("~grids~0@"))
     assert {"n1", "n2"} <= set(table) and all("batch" in table[n] for n in ("n1", "n2"))  # snapshots
-    assert batches == list(range(1, batches[-1] + 1))  # a delta record per batch (none old enough to go yet)
+    assert batches and batches[0] > 1  # the batches both snapshots absorbed are gone
     second, box2 = make_app(tmp_path / "c", {"windows"}, model)
     second.hpc.tables.grids.data.update(table)  # what a restart recovers from the changelog
     asyncio.run(in_batches(second, recs[50:], first_offset=50))
