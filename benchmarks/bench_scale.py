@@ -297,16 +297,17 @@ def changelog_state(bootstrap: str, nodes: int) -> dict:
         for name in names:
             c.subscribe([name])
             newest: dict[bytes, int] = {}
-            records = 0
+            records = largest = 0
             for m in c:
                 records += 1
+                largest = max(largest, len(m.value or b""))
                 if m.value is None:
                     newest.pop(m.key, None)
                 else:
                     newest[m.key] = len(m.key or b"") + len(m.value)
             c.unsubscribe()
             out["topics"][name] = {"records_written": records, "keys_kept": len(newest),
-                                   "bytes_kept": sum(newest.values())}
+                                   "bytes_kept": sum(newest.values()), "largest_record_bytes": largest}
     finally:
         c.close()
     total = sum(t["bytes_kept"] for t in out["topics"].values())

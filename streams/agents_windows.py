@@ -28,8 +28,8 @@ delivered before the touched grids (with the input offsets they hold) and the pa
 mark go to the ``node-grids`` changelog; after a restart, redelivered samples a grid holds
 already are skipped, and the steps published after the mark are read back and not
 published again.  A grid goes to the changelog as what the batch changed
-(:class:`~hpcguard.streams.delta_log.DeltaLog`: a delta per node and batch, a snapshot
-now and then), with the input offsets it holds.
+(:class:`~hpcguard.streams.delta_log.PartitionDeltaLog`: one record of the touched nodes'
+deltas per partition and batch, a snapshot per node now and then), with the input offsets it holds.
 """
 from __future__ import annotations
 

@@ -26,10 +26,13 @@ Example
 """
 from __future__ import annotations
 
+import json
 import zlib
 from typing import Any, Callable, Iterable
 
 SNAPSHOT_EVERY = 64  # deltas per entity between snapshots: a restart applies at most this many
+PARTITION_SNAPSHOT_PERIOD = 256  # batches between a node's snapshots (PartitionDeltaLog): what a record lives at most
+PART_BYTES = 256 * 1024  # a partition's delta record stays far below Kafka's 1 MB record default
 
 
 def delta_key(key: str, k: int) -> str:
@@ -98,51 +101,51 @@ class PartitionDeltaLog:
     node touched by a batch was the biggest part of a 4,000-node worker's time (docs/operations.md,
     "Sizing").  Here a batch ``k`` of partition ``p`` writes, in this order:
 
-    * its deltas, ``<prefix><p>@<k>:<i>`` = ``{"entities": {entity: delta}}``, ``part_size`` entities per
-      record (part ``0`` always, even empty, so the newest batch number is always in the table);
-    * the whole state, under ``<entity>`` with ``batch`` = k, of each entity touched that has
-      ``every/2 … every − 1`` deltas since its snapshot (staggered by the entity's name, so entities
-      touched alike are not all written in one batch), and of each entity, touched or not, whose oldest
-      such delta is ``max_age − 1`` batches old (a node gone quiet);
-    * a tombstone for each earlier record whose entities all have a newer snapshot (or that is empty), and
-      for each record ``max_age`` or more batches old.
+    * its deltas, ``<prefix><p>@<k>:<i>`` = ``{"entities": {entity: delta}}``, at most ``part_size``
+      entities and ``part_bytes`` of JSON per record (part ``0`` always, even empty, so the newest batch
+      number is always in the table);
+    * the whole state, under ``<entity>`` with ``batch`` = k, of each entity changed since its last
+      snapshot whose turn it is: entity ``e``'s turn comes every ``period`` batches, at
+      ``k ≡ −crc32(e) (mod period)``, so about ``1/period`` of the entities are written whole in each
+      batch, never all at once;
+    * a tombstone for each earlier record whose entities all have a newer snapshot (at the latest
+      ``period`` batches after it was written), or that is empty.
 
-    So an entity is written whole about as often as with one record per entity and batch
-    (:class:`DeltaLog`), and the table keeps about as much.  Each entity's entry holds what it needs on
-    its own (the grid's input offsets), so a kill between two records loses nothing: an entry not
-    written is redelivered input.  Loading an entity takes its snapshot and its entries in the later
-    batches, in order.  A snapshot without ``batch`` (:class:`DeltaLog`'s format) is not read: the
-    entity starts empty.
+    Each entity's entry holds what it needs on its own (the grid's input offsets), so a kill between two
+    records loses nothing: an entry not written is redelivered input.  Loading an entity takes its
+    snapshot and its entries in the later batches, in order.  A snapshot without ``batch`` (:class:`DeltaLog`'s
+    format) is not read: the entity starts empty.
 
     Example
     -------
     >>> from types import SimpleNamespace
     >>> sent = []
     >>> table = SimpleNamespace(data={}, send_changelog=lambda p, k, v, **kw: sent.append((k, v)))
-    >>> log = PartitionDeltaLog(table, "~g~", every=4, max_age=6)
+    >>> log = PartitionDeltaLog(table, "~g~", period=4)
     >>> state = {"a": 0, "b": 0}
     >>> for batch in range(8):
     ...     state["a"] += 1
     ...     log.write(0, ["a", "b"] if batch < 1 else ["a"],
     ...               lambda e, whole: {"n": state[e], "whole": whole})
-    >>> [k for k, v in sent if v is not None][:3]      # one record per batch while no snapshot is due
-    ['~g~0@1:0', '~g~0@2:0', '~g~0@3:0']
+    >>> [k for k, v in sent if v is not None]      # a record per batch; a's turns are batches 1 and 5, b's 3
+    ['~g~0@1:0', 'a', '~g~0@2:0', '~g~0@3:0', 'b', '~g~0@4:0', '~g~0@5:0', 'a', '~g~0@6:0', '~g~0@7:0', '~g~0@8:0']
     >>> sorted(k for k in table.data if k.startswith("~g~"))   # the records a snapshot has not absorbed
-    ['~g~0@7:0', '~g~0@8:0']
+    ['~g~0@6:0', '~g~0@7:0', '~g~0@8:0']
     >>> reloaded = PartitionDeltaLog(table, "~g~")
-    >>> reloaded.load(0, "a")[1][-1]["n"], reloaded.load(0, "b")   # b: one delta, snapshotted before it went
-    (8, ({'n': 0, 'whole': True, 'batch': 6}, []))
+    >>> [d["n"] for d in reloaded.load(0, "a")[1]], reloaded.load(0, "b")
+    ([6, 7, 8], ({'n': 0, 'whole': True, 'batch': 3}, []))
     """
 
-    def __init__(self, table: Any, prefix: str, every: int | None = None, max_age: int | None = None,
-                 part_size: int = 256) -> None:
-        self.table, self.prefix, self.every, self.part_size = table, prefix, every, part_size
-        self.max_age = max_age
+    def __init__(self, table: Any, prefix: str, period: int | None = None, part_size: int = 256,
+                 part_bytes: int = PART_BYTES) -> None:
+        self.table, self.prefix, self.part_size, self.part_bytes = table, prefix, part_size, part_bytes
+        self.period = period
         self.batches: dict[int, dict[int, list[int]]] = {}  # partition → batch → its parts in the table
         self.head: dict[int, int] = {}  # partition → newest batch written
         # partition → entity → (batch, part) of each of its deltas since its snapshot, oldest first
         self.entries: dict[int, dict[str, list[tuple[int, int]]]] = {}
         self.live: dict[int, dict[tuple[int, int], int]] = {}  # partition → record → its entries not absorbed
+        self.turns: dict[int, dict[int, set[str]]] = {}  # partition → turn → entities with a delta since a snapshot
 
     def key(self, partition: int, batch: int, part: int) -> str:
         return f"{self.prefix}{partition}@{batch}:{part}"
@@ -150,6 +153,9 @@ class PartitionDeltaLog:
     def snapshot(self, entity: str) -> dict | None:
         state = self.table.data.get(entity)
         return state if isinstance(state, dict) and "batch" in state else None
+
+    def turn(self, entity: str) -> int:
+        return zlib.crc32(entity.encode()) % (self.period or PARTITION_SNAPSHOT_PERIOD)
 
     def _index(self, partition: int) -> dict[int, list[int]]:
         """The partition's records in the table and each entity's entries a snapshot has not absorbed yet (read
@@ -165,6 +171,7 @@ class PartitionDeltaLog:
             self.head[partition] = max(batches, default=0)
             entries = self.entries[partition] = {}
             live = self.live[partition] = {}
+            turns = self.turns[partition] = {}
             since: dict[str, int] = {}
             for batch in sorted(batches):
                 for part in sorted(batches[batch]):
@@ -174,6 +181,7 @@ class PartitionDeltaLog:
                             since[entity] = int((self.snapshot(entity) or {}).get("batch", 0))
                         if batch > since[entity]:
                             entries.setdefault(entity, []).append((batch, part))
+                            turns.setdefault(self.turn(entity), set()).add(entity)
                             live[batch, part] += 1
         return batches
 
@@ -183,60 +191,52 @@ class PartitionDeltaLog:
         return self.snapshot(entity), [self.table.data[self.key(partition, batch, part)]["entities"][entity]
                                        for batch, part in self.entries[partition].get(entity, ())]
 
-    def due(self, entity: str, count: int) -> bool:
-        """A snapshot of ``entity`` is due once it has ``every/2 … every − 1`` deltas since its last one."""
-        half = max(1, (self.every or SNAPSHOT_EVERY) // 2)
-        return count >= half + zlib.crc32(entity.encode()) % half
-
     def write(self, partition: int, entities: Iterable[str], record: Callable[[str, bool], dict]) -> None:
         """Write batch ``k`` of ``partition``: ``record(entity, False)``, the delta since the entity's last
         record, for each entity touched, ``record(entity, True)``, its whole state, for each entity whose
-        snapshot is due (called once per entity either way)."""
+        turn it is (called once per entity either way)."""
         batches = self._index(partition)
-        entries, live = self.entries[partition], self.live[partition]
+        entries, live, turns = self.entries[partition], self.live[partition], self.turns[partition]
         batch = self.head[partition] = self.head[partition] + 1
-        max_age = self.max_age or 256 * (self.every or SNAPSHOT_EVERY)
+        period = self.period or PARTITION_SNAPSHOT_PERIOD
         touched = list(dict.fromkeys(entities))
-        whole = {e for e in touched if self.due(e, len(entries.get(e, ())) + 1)}
-        for entity, mine in entries.items():  # oldest first (an entity enters at its first delta after a snapshot)
-            if batch - mine[0][0] < max_age - 1:
-                break
-            whole.add(entity)
+        whole = sorted(turns.pop(-batch % period, set()) | {e for e in touched if self.turn(e) == -batch % period})
         deltas = {e: record(e, False) for e in touched if e not in whole}
-        names = list(deltas)
-        chunks = [names[i:i + self.part_size] for i in range(0, len(names), self.part_size)] or [[]]
+        chunks: list[list[str]] = [[]]
+        size = 0
+        for entity, delta in deltas.items():  # parts of at most part_size entities and part_bytes of JSON
+            n = len(json.dumps(delta, separators=(",", ":"))) + len(entity) + 4
+            if chunks[-1] and (len(chunks[-1]) >= self.part_size or size + n > self.part_bytes):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(entity)
+            size += n
         for part, chunk in enumerate(chunks):  # deltas first: a snapshot's batch is always in the table
             self.store(partition, self.key(partition, batch, part), {"entities": {e: deltas[e] for e in chunk}})
             live[batch, part] = len(chunk)
             for entity in chunk:
                 entries.setdefault(entity, []).append((batch, part))
+                turns.setdefault(self.turn(entity), set()).add(entity)
         batches[batch] = list(range(len(chunks)))
-        gone = []
-        for entity in sorted(whole):
+        gone = [(batch - 1, 0)] if live.get((batch - 1, 0)) == 0 else []  # an empty record: it held the number only
+        for entity in whole:
             self.store(partition, entity, {**record(entity, True), "batch": batch})
             for where in entries.pop(entity, ()):
                 live[where] -= 1
                 if live[where] == 0:
                     gone.append(where)
-        if live.get((batch - 1, 0)) == 0:  # the last batch wrote no delta: its empty record held the number only
-            gone.append((batch - 1, 0))
-        gone += [(old, part) for old in batches if old <= batch - max_age for part in batches[old]]
-        for old, part in dict.fromkeys(gone):
-            parts = batches.get(old, [])
-            if part in parts:
-                parts.remove(part)
-                if not parts:
-                    del batches[old]
-                del live[old, part]
-                self.table.data.pop(self.key(partition, old, part), None)
-                self.table.send_changelog(partition, self.key(partition, old, part), None, value_serializer="raw")
+        for old, part in gone:
+            batches[old].remove(part)
+            if not batches[old]:
+                del batches[old]
+            del live[old, part]
+            self.table.data.pop(self.key(partition, old, part), None)
+            self.table.send_changelog(partition, self.key(partition, old, part), None, value_serializer="raw")
 
     def forget(self) -> None:
         """A rebalance: the partitions are read again (maybe as another worker left them)."""
-        self.batches.clear()
-        self.head.clear()
-        self.entries.clear()
-        self.live.clear()
+        for held in (self.batches, self.head, self.entries, self.live, self.turns):
+            held.clear()
 
     def store(self, partition: int, key: str, value: dict) -> None:
         self.table.data[key] = value

@@ -282,7 +282,7 @@ def test_windows_resume_from_their_changelog_deltas_as_if_never_stopped(tmp_path
     what one uninterrupted worker does; old batches are deleted in `tests/test_partition_delta_log.py`."""
     from hpcguard.streams import delta_log
 
-    monkeypatch.setattr(delta_log, "SNAPSHOT_EVERY", 4)
+    monkeypatch.setattr(delta_log, "PARTITION_SNAPSHOT_PERIOD", 4)
     model = load_predictor(baseline_model(tmp_path / "m"))
     recs = [sample(n, T0 + 15 * k + (3 if n == "n2" else 0), fan_rpm=5000 + 40 * k) for k in range(40)
             for n in ("n1", "n2")]

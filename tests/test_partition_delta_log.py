@@ -3,6 +3,7 @@
 kill cut off, and nothing a node still needs is deleted."""
 from __future__ import annotations
 
+import json
 import random
 from types import SimpleNamespace
 
@@ -36,10 +37,10 @@ def replay(snapshot, deltas):
     return {"n": state["n"], "last": state["last"]}
 
 
-def run(table, rounds, entities, every=8, seed=0, state=None, log=None):
+def run(table, rounds, entities, period=8, seed=0, state=None, log=None):
     rng = random.Random(seed)
     state = state if state is not None else {}
-    log = log or PartitionDeltaLog(table, "~g~", every=every, max_age=2 * every, part_size=3)
+    log = log or PartitionDeltaLog(table, "~g~", period=period, part_size=3)
     pending = {}
 
     def record(entity, whole):
@@ -64,10 +65,10 @@ def test_a_restart_reads_back_every_entity_as_written_and_old_batches_go():
     table = Table()
     entities = [f"n{i}" for i in range(11)]
     state, _ = run(table, 200, entities)
-    back = PartitionDeltaLog(table.recovered(), "~g~", every=8)
+    back = PartitionDeltaLog(table.recovered(), "~g~", period=8)
     assert {e: replay(*back.load(0, e)) for e in state} == state
     batches = {k.split("@")[1].split(":")[0] for k in table.recovered().data if k.startswith("~g~")}
-    assert len(batches) <= 16  # the absorbed batches were deleted
+    assert len(batches) <= 8  # a record lives at most a period: every entity in it had its turn since
     data = table.recovered().data
     parts = [k for k in data if k.startswith("~g~") and not k.endswith(":0")]
     assert parts  # more than part_size entities in a batch: split over records
@@ -80,9 +81,9 @@ def test_a_restart_reads_back_every_entity_as_written_and_old_batches_go():
 def test_entities_untouched_for_long_are_snapshotted_before_their_deltas_go():
     """An entity touched once and never again still loads: its snapshot is written before its batch is deleted."""
     table = Table()
-    state, log = run(table, 3, ["a", "b"], every=4, seed=1)
-    state2, _ = run(table, 50, ["c"], every=4, seed=2, state=state, log=log)
-    back = PartitionDeltaLog(table.recovered(), "~g~", every=4)
+    state, log = run(table, 3, ["a", "b"], period=4, seed=1)
+    state2, _ = run(table, 50, ["c"], period=4, seed=2, state=state, log=log)
+    back = PartitionDeltaLog(table.recovered(), "~g~", period=4)
     assert {e: replay(*back.load(0, e)) for e in state2} == state2
 
 
@@ -93,12 +94,12 @@ def test_a_kill_between_any_two_records_loses_nothing_that_was_written():
     entities = [f"n{i}" for i in range(7)]
     history = []  # after each batch: the state of every entity
     rng_state = {}
-    log = PartitionDeltaLog(table, "~g~", every=6, max_age=9, part_size=2)
+    log = PartitionDeltaLog(table, "~g~", period=6, part_size=2)
     for r in range(40):
-        run(table, 1, entities, every=6, seed=r, state=rng_state, log=log)
+        run(table, 1, entities, period=6, seed=r, state=rng_state, log=log)
         history.append((len(table.log), {e: dict(s) for e, s in rng_state.items()}))
     for cut in range(1, len(table.log) + 1):
-        back = PartitionDeltaLog(table.recovered(cut), "~g~", every=6)
+        back = PartitionDeltaLog(table.recovered(cut), "~g~", period=6)
         loaded = {e: replay(*back.load(0, e)) for e in entities}
         for e, s in loaded.items():
             # an entity's state is one it had after some batch (a redelivery brings the rest)
@@ -113,3 +114,13 @@ def test_a_snapshot_of_the_per_entity_format_is_not_read():
     table = Table()
     table.data["n1"] = {"seq": 40, "n": 5}
     assert PartitionDeltaLog(table, "~g~").load(0, "n1") == (None, [])
+
+
+def test_a_part_holds_at_most_part_bytes_of_json():
+    """A batch whose deltas are large (a node catching up after an outage) is split by size, not only by count."""
+    table = Table()
+    log = PartitionDeltaLog(table, "~g~", part_size=256, part_bytes=1000)
+    log.write(0, [f"n{i}" for i in range(10)], lambda e, whole: {"steps": ["x" * 300]})
+    parts = [v for _, k, v in table.log if k.startswith("~g~")]
+    assert [len(p["entities"]) for p in parts] == [3, 3, 3, 1]  # 3 deltas of ~320 B fit in 1,000 B
+    assert all(len(json.dumps(p["entities"])) <= 1000 + 20 for p in parts)
