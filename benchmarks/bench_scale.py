@@ -246,14 +246,15 @@ class Killer(threading.Thread):
 
 def restart_recovery(predictions: list[tuple[dict, int]], killed_at: float | None, restarts: list,
                      bucket_s: float = 10.0) -> dict:
-    """How long a kill -9 and restart held the predictions back: the p99 sample→prediction latency of the 3 min
-    before the kill; when the first sample that arrived after the kill was predicted; and when the latency came back
+    """How long a kill -9 and restart held the predictions back: the p99 sample→prediction latency of what was
+    published in the 3 min before the kill; when the first sample that arrived after the kill was predicted; and
+    when the latency came back
     for good (the end of the last ``bucket_s`` bucket of publish time after the kill whose p99 was over
     max(2 × that p99, that p99 + 1 s))."""
     if killed_at is None:
         return {"killed": False}
-    before = [ts / 1000.0 - r["ingest_time"] for r, ts in predictions
-              if r.get("ingest_time") and killed_at - 180.0 <= r["ingest_time"] < killed_at]
+    before = [ts / 1000.0 - r["ingest_time"] for r, ts in predictions  # published before the kill
+              if r.get("ingest_time") and killed_at - 180.0 <= r["ingest_time"] and ts / 1000.0 < killed_at]
     p99 = float(np.percentile(before, 99)) if before else None
     bound = max(2 * p99, p99 + 1.0) if p99 is not None else None
     after = sorted((ts / 1000.0, ts / 1000.0 - r["ingest_time"], r["ingest_time"]) for r, ts in predictions
