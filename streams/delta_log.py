@@ -183,6 +183,8 @@ class PartitionDeltaLog:
                             entries.setdefault(entity, []).append((batch, part))
                             turns.setdefault(self.turn(entity), set()).add(entity)
                             live[batch, part] += 1
+            # records a kill left behind after the snapshots that absorbed them (the newest batch keeps the number)
+            self._drop(partition, [where for where, n in live.items() if n == 0 and where[0] != self.head[partition]])
         return batches
 
     def load(self, partition: int, entity: str) -> tuple[dict | None, list[dict]]:
@@ -225,7 +227,12 @@ class PartitionDeltaLog:
                 live[where] -= 1
                 if live[where] == 0:
                     gone.append(where)
-        for old, part in gone:
+        self._drop(partition, gone)
+
+    def _drop(self, partition: int, records: list[tuple[int, int]]) -> None:
+        """Delete the ``(batch, part)`` records (a tombstone each)."""
+        batches, live = self.batches[partition], self.live[partition]
+        for old, part in records:
             batches[old].remove(part)
             if not batches[old]:
                 del batches[old]

@@ -110,6 +110,24 @@ def test_a_kill_between_any_two_records_loses_nothing_that_was_written():
                 assert loaded[e]["n"] >= s["n"], (cut, e)  # nothing a finished batch wrote is lost
 
 
+def test_records_a_kill_left_behind_go_at_the_restart():
+    """A kill after a batch's snapshots and before its tombstones leaves absorbed records: the restarted log deletes
+    them (only the newest batch's record may hold no entity still needing it)."""
+    table = Table()
+    run(table, 30, [f"n{i}" for i in range(9)], period=4)
+    tombstones = [i for i, (_, _, v) in enumerate(table.log) if v is None]
+    cut = tombstones[-1]  # the last tombstone never reached the changelog
+    recovered = table.recovered(cut)
+    back = PartitionDeltaLog(recovered, "~g~", period=4)
+    back.load(0, "n0")
+    data = recovered.data
+    newest = max(int(k.split("@")[1].split(":")[0]) for k in data if k.startswith("~g~"))
+    kept = [k for k in data if k.startswith("~g~") and int(k.split("@")[1].split(":")[0]) != newest]
+    assert all(any(data.get(e, {}).get("batch", 0) < int(k.split("@")[1].split(":")[0]) for e in data[k]["entities"])
+               for k in kept)
+    assert table.log[cut][1] not in data  # the lost tombstone was sent again
+
+
 def test_a_snapshot_of_the_per_entity_format_is_not_read():
     table = Table()
     table.data["n1"] = {"seq": 40, "n": 5}
