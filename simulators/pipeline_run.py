@@ -302,6 +302,9 @@ def wait_for_drain(workers: list[tuple], topics: TopicNames, published: dict[str
                         counters[side][t] = counters[side].get(t, 0.0) + v
         except requests.RequestException:
             continue  # a worker is still starting
+        if {k: counters[k] for k in ("in", "out")} != {k: (last or {}).get(k) for k in ("in", "out")}:
+            last, last_change = counters, time.time()
+            continue
         live = sum(counters.get("live", {}).values())
         if drained(counters, topics, published) and (idle_by is None or live == 0 or time.monotonic() > idle_by):
             return last_change, counters

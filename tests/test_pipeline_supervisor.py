@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from types import SimpleNamespace
 
 from hpcguard.simulators import pipeline_run
 
@@ -46,3 +48,19 @@ def test_a_killed_worker_is_restarted_and_its_counters_carry_over(monkeypatch):
         supervisor.stop()
         pipeline_run.stop_workers(workers)
     assert all(proc.poll() is not None for proc, _ in workers)
+
+
+def test_the_drain_waits_until_the_outputs_stop_changing_and_counts_a_dead_workers_records(monkeypatch):
+    """``wait_for_drain`` returns once every replayed record was consumed and the counters held still for a poll,
+    with the time they last changed; what a killed worker consumed (kept by the supervisor) still counts."""
+    polls = iter([10.0, 20.0, 20.0, 20.0])
+    monkeypatch.setattr(pipeline_run, "scrape_counters", lambda port: {
+        "in": {"raw": next(polls, 20.0)}, "out": {}, "samples": {}, "live": {}})
+    topics = pipeline_run.TopicNames.from_settings(pipeline_run.Settings().topics)
+    supervisor = SimpleNamespace(carried_counters=lambda: {"in": {"raw": 80.0}})
+    proc = SimpleNamespace(poll=lambda: 1, returncode=1)  # exited: the supervisor, not the drain, handles it
+    started = time.time()
+    changed_at, counters = pipeline_run.wait_for_drain([(proc, 1)], topics, {"raw": 100}, 30.0, supervisor=supervisor)
+    assert counters["in"]["raw"] == 100.0  # 80 carried + 20 of the live worker
+    assert list(polls) == [20.0]  # drained at the second poll, returned at the third: the counters held still
+    assert started + 1.5 < changed_at <= time.time() - 0.9  # the second poll's time: the last change
