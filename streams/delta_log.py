@@ -77,8 +77,7 @@ class DeltaLog:
             return
         self.store(partition, key, {**state(True), "seq": k})
         for j in [*range(base + 1, k), *self.stale.get(key, [])]:
-            self.table.data.pop(delta_key(key, j), None)
-            self.table.send_changelog(partition, delta_key(key, j), None, value_serializer="raw")
+            self.delete(partition, delta_key(key, j))
         self.base[key], self.stale[key] = k, []
 
     def forget(self) -> None:
@@ -91,6 +90,11 @@ class DeltaLog:
         """Write one whole table entry (no delta chain) to ``partition``."""
         self.table.data[key] = value
         self.table.send_changelog(partition, key, value)
+
+    def delete(self, partition: int, key: str) -> None:
+        """Delete a table entry (a tombstone in ``partition``)."""
+        self.table.data.pop(key, None)
+        self.table.send_changelog(partition, key, None, value_serializer="raw")
 
 
 class PartitionDeltaLog:
@@ -237,14 +241,11 @@ class PartitionDeltaLog:
             if not batches[old]:
                 del batches[old]
             del live[old, part]
-            self.table.data.pop(self.key(partition, old, part), None)
-            self.table.send_changelog(partition, self.key(partition, old, part), None, value_serializer="raw")
+            self.delete(partition, self.key(partition, old, part))
 
     def forget(self) -> None:
         """A rebalance: the partitions are read again (maybe as another worker left them)."""
         for held in (self.batches, self.head, self.entries, self.live, self.turns):
             held.clear()
 
-    def store(self, partition: int, key: str, value: dict) -> None:
-        self.table.data[key] = value
-        self.table.send_changelog(partition, key, value)
+    store, delete = DeltaLog.store, DeltaLog.delete  # a whole table entry, a tombstone: as the per-entity log
